@@ -1,0 +1,659 @@
+"""BaseNeuralNetwork: the one training loop every sknet estimator shares.
+
+The estimator validates on the host, resolves a backend, builds its layers,
+moves the data to the backend once, and runs epochs of forward, loss, backward
+and update there. Per batch nothing is read back; per epoch the loss is read
+once, recorded, and checked (finite, improving). Subclasses say which layers to
+build, how targets are encoded and how a validation set is scored.
+"""
+
+import copy
+import warnings
+from abc import abstractmethod
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils._param_validation import Interval, Options, StrOptions
+
+from sknet._losses import make_loss
+from sknet._optimizers import SGD, Adam, minimize_lbfgs
+from sknet.backend import get_backend
+
+_STOCHASTIC_SOLVERS = ("sgd", "adam")
+# Rows per chunk when predicting: large enough for efficient matrix products,
+# small enough that the activations of one chunk stay a few MB.
+_PREDICT_CHUNK = 8192
+
+
+class SknetVersionWarning(UserWarning):
+    """A model pickled by one sknet version was loaded by another."""
+
+
+def _check_sample_weight(sample_weight, n_samples, dtype):
+    """Validate ``sample_weight`` into a 1-D float array of ``n_samples`` (host)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, Real):
+        sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
+    else:
+        sample_weight = check_array(
+            sample_weight,
+            accept_sparse=False,
+            ensure_2d=False,
+            dtype=[dtype, np.float64, np.float32],
+            order="C",
+            input_name="sample_weight",
+        )
+        if sample_weight.ndim != 1:
+            raise ValueError(
+                f"Sample weights must be 1D array or scalar, got an array of "
+                f"shape {sample_weight.shape}"
+            )
+        if sample_weight.shape != (n_samples,):
+            raise ValueError(
+                f"sample_weight.shape == {sample_weight.shape}, expected "
+                f"{(n_samples,)}!"
+            )
+    if np.any(sample_weight < 0):
+        raise ValueError("Negative values in data passed to sample_weight")
+    if not np.any(sample_weight > 0):
+        raise ValueError("sample_weight must have a positive sum, got all zeros")
+    return sample_weight
+
+
+class BaseNeuralNetwork(BaseEstimator):
+    """Base class of sknet's estimators; not meant to be used directly.
+
+    Subclasses implement ``_build_layers``, ``_loss_name``,
+    ``_validate_input`` and ``_validation_score``.
+    """
+
+    _parameter_constraints: dict = {
+        "solver": [StrOptions({"lbfgs", "sgd", "adam"})],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
+        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive"})],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "power_t": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "shuffle": ["boolean"],
+        "random_state": ["random_state"],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+        "momentum": [Interval(Real, 0, 1, closed="both")],
+        "nesterovs_momentum": ["boolean"],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="left")],
+        "beta_1": [Interval(Real, 0, 1, closed="left")],
+        "beta_2": [Interval(Real, 0, 1, closed="left")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "n_iter_no_change": [
+            Interval(Integral, 1, None, closed="left"),
+            Options(Real, {np.inf}),
+        ],
+        "max_fun": [Interval(Integral, 1, None, closed="left")],
+        "device": [str],
+        "dtype": [
+            StrOptions({"float32", "float64"}),
+            Options(type, {np.float32, np.float64}),
+        ],
+    }
+
+    # -- what subclasses provide --------------------------------------------
+    @abstractmethod
+    def _build_layers(self):
+        """Return the unbuilt layers; the last must output ``n_outputs_`` values."""
+
+    @abstractmethod
+    def _loss_name(self):
+        """scikit-learn's name of the loss to train with."""
+
+    @abstractmethod
+    def _validate_input(self, X, y, incremental, reset):
+        """Validate ``X`` and encode ``y`` as a 2-D float target (host arrays)."""
+
+    @abstractmethod
+    def _validation_score(self, Y_true, P, sample_weight):
+        """Score outputs ``P`` against encoded targets (early stopping)."""
+
+    def _check_params(self):
+        """Checks beyond ``_parameter_constraints`` (subclasses extend)."""
+
+    def _export_fitted(self):
+        """Set NumPy fitted attributes from the layers (subclasses extend)."""
+
+    # -- fitted state helpers --------------------------------------------------
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "layers_")
+
+    @property
+    def _np_dtype(self):
+        return np.dtype(self.dtype)
+
+    def _params_and_grads(self):
+        params, grads = [], []
+        for layer in self.layers_:
+            for key, value in layer.params.items():
+                params.append(value)
+                grads.append(layer.grads[key])
+        return params, grads
+
+    def _regularized(self):
+        return [
+            (layer.params[key], layer.grads[key])
+            for layer in self.layers_
+            for key in layer.regularized
+        ]
+
+    def _move_to(self, backend):
+        """Put every layer and the optimizer state on ``backend``."""
+        for layer in self.layers_:
+            layer.to_backend(backend)
+        optimizer = getattr(self, "_optimizer", None)
+        if optimizer is not None:
+            optimizer.rebind(self._params_and_grads()[0], backend)
+        self._backend = backend
+        self.device_ = backend.name
+
+    def _prediction_backend(self):
+        """The backend to predict on, resolved once after fit or unpickling."""
+        backend = getattr(self, "_backend", None)
+        if backend is None:
+            try:
+                backend = get_backend(self.device_)
+            except ValueError:
+                warnings.warn(
+                    f"This {type(self).__name__} was fitted on {self.device_!r}, "
+                    "which is not available here; it runs on the CPU instead.",
+                    UserWarning,
+                )
+                backend = get_backend("cpu")
+            self._move_to(backend)
+        return backend
+
+    # -- fit ------------------------------------------------------------------
+    def _fit(self, X, y, sample_weight=None, incremental=False):
+        self._validate_params()
+        self._check_params()
+        first_pass = not self.__sklearn_is_fitted__() or (
+            not self.warm_start and not incremental
+        )
+        X, Y = self._validate_input(X, y, incremental, reset=first_pass)
+        sample_weight = _check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        if not first_pass and Y.shape[1] != self.n_outputs_:
+            raise ValueError(
+                f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
+                f"was fitted with {self.n_outputs_}; refit without warm_start."
+            )
+        backend = get_backend(self.device)
+        self._random_state = check_random_state(self.random_state)
+        snapshot = None if first_pass else self._snapshot()
+        try:
+            with backend.device_context():
+                if first_pass:
+                    self._initialize(X.shape[1], Y.shape[1], backend)
+                elif backend != getattr(self, "_backend", None):
+                    self._move_to(backend)
+                if self.solver == "lbfgs":
+                    self._fit_lbfgs(X, Y, sample_weight, backend)
+                else:
+                    self._fit_stochastic(X, Y, sample_weight, backend, incremental)
+                self._check_finite_weights(backend)
+        except backend.out_of_memory_errors() as exc:
+            self._abort(snapshot, backend)
+            raise MemoryError(
+                f"{backend.name} ran out of memory while training with "
+                f"batch_size={self._batch_size_in_use}: {exc}. Use a smaller "
+                "batch_size, or device='cpu'."
+            ) from None
+        except _Diverged as exc:
+            self._abort(snapshot, backend)
+            raise ValueError(str(exc)) from None
+        finally:
+            self._release(backend)
+        self._export_fitted()
+        return self
+
+    def _initialize(self, n_features, n_outputs, backend):
+        """Build the layers and reset every piece of fitted state (first fit)."""
+        # Forget fitted state of an earlier fit (warm_start=False refit).
+        for name in ("_optimizer", "loss_", "best_loss_", "validation_scores_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        self.n_iter_ = 0
+        self.t_ = 0
+        self.n_outputs_ = n_outputs
+        dtype, rng = self._np_dtype, self._random_state
+        layers = [copy.deepcopy(layer) for layer in self._build_layers()]
+        shape = (n_features,)
+        for layer in layers:
+            shape = tuple(layer.build(shape, backend=backend, dtype=dtype, rng=rng))
+        if shape != (n_outputs,):
+            raise ValueError(
+                f"The last layer outputs samples of shape {shape}, but the "
+                f"targets need ({n_outputs},)."
+            )
+        layers[0].skip_input_grad = True
+        self.layers_ = layers
+        self._loss = make_loss(self._loss_name())
+        self.out_activation_ = self._loss.out_activation
+        self._backend = backend
+        self.device_ = backend.name
+        if self.solver in _STOCHASTIC_SOLVERS:
+            self.loss_curve_ = []
+            self._no_improvement_count = 0
+            if self.early_stopping:
+                self.validation_scores_ = []
+                self.best_validation_score_ = -np.inf
+                self.best_loss_ = None
+            else:
+                self.best_loss_ = np.inf
+                self.validation_scores_ = None
+                self.best_validation_score_ = None
+
+    def _make_optimizer(self, params, backend):
+        if self.solver == "sgd":
+            hyper = dict(
+                learning_rate_init=self.learning_rate_init,
+                lr_schedule=self.learning_rate,
+                momentum=self.momentum,
+                nesterov=self.nesterovs_momentum,
+                power_t=self.power_t,
+            )
+            cls = SGD
+        else:
+            hyper = dict(
+                learning_rate_init=self.learning_rate_init,
+                beta_1=self.beta_1,
+                beta_2=self.beta_2,
+                epsilon=self.epsilon,
+            )
+            cls = Adam
+        optimizer = getattr(self, "_optimizer", None)
+        if type(optimizer) is cls:
+            # warm_start / partial_fit: keep moments and velocities.
+            optimizer.set_hyperparameters(**hyper)
+            return optimizer
+        return cls(params, backend, **hyper)
+
+    # -- one batch, one epoch -------------------------------------------------
+    def _forward(self, X, training):
+        backend = self._backend
+        if backend.is_sparse(X) and not self.layers_[0].accepts_sparse:
+            X = X.toarray()
+        for layer in self.layers_:
+            X = layer.forward(X, training=training)
+        return X
+
+    def _backward(self, dY):
+        for layer in reversed(self.layers_):
+            dY = layer.backward(dY)
+
+    def _loss_and_gradients(self, X, Y, sample_weight, sw_sum):
+        """Forward, loss, backward and L2 for one batch; returns the loss (on device)."""
+        Z = self._forward(X, training=True)
+        loss, dZ = self._loss(Z, Y, sample_weight, sw_sum)
+        self._backward(dZ)
+        if self.alpha > 0:
+            xp = self._backend.xp
+            penalty = 0.0
+            scale = self.alpha / sw_sum
+            for W, gW in self._regularized():
+                flat = W.reshape(-1)
+                penalty = penalty + xp.vdot(flat, flat)
+                self._backend.add_scaled(gW, W, scale)
+            loss = loss + (0.5 * self.alpha / sw_sum) * penalty
+        return loss
+
+    def _run_epoch(self, X, Y, sample_weight, order, batch_size, sw_sums):
+        """One pass over the training rows in ``order``; returns the summed loss."""
+        backend = self._backend
+        xp = backend.xp
+        grads = self._grads
+        n = X.shape[0] if order is None else order.shape[0]
+        total = xp.zeros((), dtype=np.float64)
+        for i, start in enumerate(range(0, n, batch_size)):
+            stop = min(start + batch_size, n)
+            if sw_sums is not None and sw_sums[i] == 0:
+                continue  # nothing to learn from a batch of zero weight
+            if order is None:
+                Xb, Yb = X[start:stop], Y[start:stop]
+                wb = None if sample_weight is None else sample_weight[start:stop]
+            else:
+                idx = order[start:stop]
+                Xb = backend.take_rows(X, idx, out=self._batch_buffer(X, stop - start))
+                Yb = xp.take(Y, idx, axis=0)
+                wb = None if sample_weight is None else xp.take(sample_weight, idx)
+            sw_sum = (stop - start) if sw_sums is None else float(sw_sums[i])
+            loss = self._loss_and_gradients(Xb, Yb, wb, sw_sum)
+            self._optimizer.step(grads)
+            total = total + loss * (stop - start)
+        return total
+
+    def _batch_buffer(self, X, n_rows):
+        if self._backend.is_sparse(X):
+            return None
+        buf = getattr(self, "_Xbatch", None)
+        if buf is None or buf.shape[0] < n_rows:
+            buf = self._Xbatch = self._backend.xp.empty((n_rows,) + X.shape[1:], X.dtype)
+        return buf[:n_rows]
+
+    # -- stochastic solvers ---------------------------------------------------
+    def _fit_stochastic(self, X, Y, sample_weight, backend, incremental):
+        if self.early_stopping and incremental:
+            raise ValueError("partial_fit does not support early_stopping=True")
+        dtype, rng = self._np_dtype, self._random_state
+        n_samples = X.shape[0]
+        train_idx = None
+        early_stopping = self.early_stopping
+        if early_stopping:
+            train_idx, val_idx = self._validation_split(Y, rng)
+            X_val = backend.asarray(X[val_idx], dtype)
+            Y_val = Y[val_idx]
+            sw_val = None if sample_weight is None else sample_weight[val_idx]
+        else:
+            X_val = Y_val = sw_val = None
+
+        n_train = n_samples if train_idx is None else train_idx.shape[0]
+        if self.batch_size == "auto":
+            batch_size = min(200, n_train)
+        else:
+            if self.batch_size > n_train:
+                warnings.warn(
+                    "Got `batch_size` less than 1 or larger than "
+                    "sample size. It is going to be clipped"
+                )
+            batch_size = int(np.clip(self.batch_size, 1, n_train))
+        self._batch_size_in_use = batch_size
+
+        # The data moves to the backend once; batches are gathered there.
+        X_dev = backend.asarray(X, dtype)
+        Y_dev = backend.asarray(Y, dtype)
+        w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
+
+        params, self._grads = self._params_and_grads()
+        self._optimizer = self._make_optimizer(params, backend)
+        if early_stopping:
+            self._best_params = [p.copy() for p in params]
+
+        sample_idx = np.arange(n_train)
+        starts = np.arange(0, n_train, batch_size)
+        try:
+            self.n_iter_ = 0
+            for _ in range(self.max_iter):
+                if self.shuffle:
+                    perm = np.arange(n_train)
+                    rng.shuffle(perm)
+                    sample_idx = sample_idx[perm]
+                rows = sample_idx if train_idx is None else train_idx[sample_idx]
+                ordered = self.shuffle or train_idx is not None
+                order = backend.asarray(rows) if ordered else None
+                sw_sums = None
+                if sample_weight is not None:
+                    sw_sums = np.add.reduceat(sample_weight[rows], starts)
+                total = self._run_epoch(
+                    X_dev, Y_dev, w_dev, order, batch_size, sw_sums
+                )
+                self.n_iter_ += 1
+                self.loss_ = float(total) / n_train
+                if not np.isfinite(self.loss_):
+                    raise _Diverged(
+                        f"Training diverged: the loss became {self.loss_} at "
+                        f"iteration {self.n_iter_}. Lower learning_rate_init "
+                        f"(currently {self.learning_rate_init}), scale the input "
+                        "features (e.g. with StandardScaler), or increase alpha."
+                    )
+                self.t_ += n_train
+                self.loss_curve_.append(self.loss_)
+                if self.verbose:
+                    print("Iteration %d, loss = %.8f" % (self.n_iter_, self.loss_))
+
+                self._update_no_improvement_count(early_stopping, X_val, Y_val, sw_val)
+                self._optimizer.iteration_ends(self.t_)
+
+                if self._no_improvement_count > self.n_iter_no_change:
+                    if early_stopping:
+                        msg = (
+                            "Validation score did not improve more than "
+                            "tol=%f for %d consecutive epochs."
+                            % (self.tol, self.n_iter_no_change)
+                        )
+                    else:
+                        msg = (
+                            "Training loss did not improve more than tol=%f"
+                            " for %d consecutive epochs."
+                            % (self.tol, self.n_iter_no_change)
+                        )
+                    if self._optimizer.trigger_stopping(msg, self.verbose):
+                        break
+                    self._no_improvement_count = 0
+
+                if incremental:
+                    break
+
+                if self.n_iter_ == self.max_iter:
+                    warnings.warn(
+                        "Stochastic Optimizer: Maximum iterations (%d) "
+                        "reached and the optimization hasn't converged yet."
+                        % self.max_iter,
+                        ConvergenceWarning,
+                    )
+        except KeyboardInterrupt:
+            warnings.warn("Training interrupted by user.")
+
+        if early_stopping:
+            for p, best in zip(params, self._best_params):
+                p[...] = best
+
+    def _validation_split(self, Y, rng):
+        """Indices of a (stratified, for single-label classification) split."""
+        stratify = self._stratify_labels(Y)
+        train_idx, val_idx = train_test_split(
+            np.arange(Y.shape[0]),
+            random_state=rng,
+            test_size=self.validation_fraction,
+            stratify=stratify,
+        )
+        if val_idx.shape[0] < 2:
+            raise ValueError(
+                "The validation set is too small. Increase 'validation_fraction' "
+                "or the size of your dataset."
+            )
+        return train_idx, val_idx
+
+    def _stratify_labels(self, Y):
+        return None
+
+    def _update_no_improvement_count(self, early_stopping, X_val, Y_val, sw_val):
+        if early_stopping:
+            P = self._backend.to_numpy(self._forward_output(X_val))
+            if not np.isfinite(P).all():
+                score = np.nan
+            else:
+                score = self._validation_score(Y_val, P, sw_val)
+            self.validation_scores_.append(score)
+            if self.verbose:
+                print("Validation score: %f" % self.validation_scores_[-1])
+            if score < (self.best_validation_score_ + self.tol):
+                self._no_improvement_count += 1
+            else:
+                self._no_improvement_count = 0
+            if score > self.best_validation_score_:
+                self.best_validation_score_ = score
+                params = self._optimizer.params
+                for best, p in zip(self._best_params, params):
+                    best[...] = p
+        else:
+            if self.loss_curve_[-1] > self.best_loss_ - self.tol:
+                self._no_improvement_count += 1
+            else:
+                self._no_improvement_count = 0
+            if self.loss_curve_[-1] < self.best_loss_:
+                self.best_loss_ = self.loss_curve_[-1]
+
+    # -- L-BFGS ---------------------------------------------------------------
+    def _fit_lbfgs(self, X, Y, sample_weight, backend):
+        dtype = self._np_dtype
+        X_dev = backend.asarray(X, dtype)
+        Y_dev = backend.asarray(Y, dtype)
+        w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
+        sw_sum = X.shape[0] if sample_weight is None else float(sample_weight.sum())
+        self._batch_size_in_use = X.shape[0]
+        params, grads = self._params_and_grads()
+        bounds = np.cumsum([0] + [p.size for p in params])
+
+        def unpack(x):
+            for p, start, stop in zip(params, bounds[:-1], bounds[1:]):
+                p[...] = backend.asarray(x[start:stop].reshape(p.shape), dtype)
+
+        def loss_and_grad(x):
+            unpack(x)
+            loss = self._loss_and_gradients(X_dev, Y_dev, w_dev, sw_sum)
+            grad = np.concatenate([backend.to_numpy(g).ravel() for g in grads])
+            return float(loss), grad.astype(np.float64)
+
+        x0 = np.concatenate([backend.to_numpy(p).ravel() for p in params])
+        x, self.loss_, self.n_iter_ = minimize_lbfgs(
+            loss_and_grad,
+            x0,
+            max_iter=self.max_iter,
+            max_fun=self.max_fun,
+            tol=self.tol,
+        )
+        unpack(x)
+        if not np.isfinite(self.loss_):
+            raise _Diverged(
+                f"L-BFGS diverged: the loss became {self.loss_}. Scale the input "
+                "features (e.g. with StandardScaler) or increase alpha."
+            )
+
+    # -- end of fit -------------------------------------------------------------
+    def _check_finite_weights(self, backend):
+        xp = backend.xp
+        params, _ = self._params_and_grads()
+        if not all(bool(xp.isfinite(p).all()) for p in params):
+            raise _Diverged(
+                "Solver produced non-finite parameter weights. The input data may "
+                "contain large values and need to be preprocessed, or "
+                f"learning_rate_init (currently {self.learning_rate_init}) is too "
+                "large."
+            )
+
+    def _snapshot(self):
+        """Copy the fitted state, to restore a model a failed fit would corrupt."""
+        state = {k: copy.copy(v) for k, v in vars(self).items()}
+        params = [p.copy() for p in self._params_and_grads()[0]]
+        optimizer = getattr(self, "_optimizer", None)
+        opt_state = None
+        if optimizer is not None:
+            opt_state = {
+                name: [s.copy() for s in getattr(optimizer, name)]
+                for name in optimizer.state_names
+            }
+            opt_state["__dict__"] = {
+                k: v for k, v in vars(optimizer).items() if not isinstance(v, list)
+            }
+        return state, params, opt_state
+
+    def _abort(self, snapshot, backend):
+        """Undo a failed fit: restore the earlier model, or leave none at all."""
+        if snapshot is None:
+            for name in list(vars(self)):
+                if name.endswith("_") and not name.startswith("__"):
+                    delattr(self, name)
+            for name in ("_optimizer", "_loss", "_backend", "_best_params", "_grads"):
+                self.__dict__.pop(name, None)
+            return
+        state, params, opt_state = snapshot
+        self.__dict__.clear()
+        self.__dict__.update(state)
+        self._move_to(state.get("_backend") or backend)
+        for p, saved in zip(self._params_and_grads()[0], params):
+            p[...] = backend.asarray(saved)
+        optimizer = getattr(self, "_optimizer", None)
+        if optimizer is not None and opt_state is not None:
+            for name in optimizer.state_names:
+                for s, saved in zip(getattr(optimizer, name), opt_state[name]):
+                    s[...] = saved
+            for k, v in opt_state["__dict__"].items():
+                if k not in ("params", "backend", "_tmp"):
+                    setattr(optimizer, k, v)
+
+    def _release(self, backend):
+        """Free everything a fit allocated except the fitted model itself."""
+        for layer in getattr(self, "layers_", ()):
+            layer.release()
+        loss = getattr(self, "_loss", None)
+        if loss is not None:
+            loss.release()
+        for name in ("_best_params", "_grads", "_Xbatch", "_random_state"):
+            self.__dict__.pop(name, None)
+        backend.release_memory()
+
+    # -- prediction -------------------------------------------------------------
+    def _forward_output(self, X):
+        """Network outputs after the output activation, on the backend."""
+        Z = self._forward(X, training=False)
+        if Z is X:
+            Z = Z.copy()
+        return self._loss.output(Z)
+
+    def _predict_outputs(self, X, raw=False):
+        """Outputs for validated host data ``X``, in chunks, as NumPy arrays.
+
+        ``raw=True`` gives the logits, before the output activation. Outputs
+        have the model's dtype: a float32 model computes, and so returns, float32
+        whatever the input's dtype.
+        """
+        backend = self._prediction_backend()
+        dtype = self._np_dtype
+        chunks = []
+        with backend.device_context():
+            for start in range(0, X.shape[0], _PREDICT_CHUNK):
+                Xb = backend.asarray(X[start : start + _PREDICT_CHUNK], dtype)
+                if raw:
+                    P = self._forward(Xb, training=False)
+                else:
+                    P = self._forward_output(Xb)
+                chunks.append(backend.to_numpy(P))
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    # -- persistence ------------------------------------------------------------
+    def __getstate__(self):
+        from sknet import __version__
+
+        state = dict(super().__getstate__())
+        for name in ("_backend", "_random_state", "_best_params", "_grads", "_Xbatch"):
+            state.pop(name, None)
+        state["_sknet_version"] = __version__
+        return state
+
+    def __setstate__(self, state):
+        from sknet import __version__
+
+        version = state.pop("_sknet_version", None)
+        if version is not None and version != __version__:
+            warnings.warn(
+                f"This {type(self).__name__} was saved with sknet {version} and is "
+                f"loaded with sknet {__version__}; it may not work as before. "
+                "Refit it with this version to be sure.",
+                SknetVersionWarning,
+            )
+        super().__setstate__(state)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class _Diverged(Exception):
+    """Internal: training produced a non-finite loss or weights."""

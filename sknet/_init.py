@@ -1,0 +1,58 @@
+"""Weight initializers, drawn on the host from ``random_state``.
+
+Drawing on the host (in float64, then cast) makes the initial weights the same
+on every backend and for every dtype, and lets ``MLPClassifier`` start from
+exactly the weights scikit-learn's MLP starts from for the same ``random_state``.
+"""
+
+import numpy as np
+
+
+def glorot_uniform(rng, fan_in, fan_out, activation=None):
+    """scikit-learn's Glorot-uniform variant: weights *and* biases uniform.
+
+    The bound is ``sqrt(factor / (fan_in + fan_out))`` with ``factor = 2`` for a
+    logistic activation and 6 otherwise, drawn weights first, then biases, as
+    ``sklearn.neural_network.MLPClassifier`` does.
+    """
+    factor = 2.0 if activation == "logistic" else 6.0
+    bound = np.sqrt(factor / (fan_in + fan_out))
+    W = rng.uniform(-bound, bound, (fan_in, fan_out))
+    b = rng.uniform(-bound, bound, fan_out)
+    return W, b
+
+
+def he_uniform(rng, fan_in, fan_out, activation=None):
+    """He-uniform weights, ``U(-sqrt(6 / fan_in), sqrt(6 / fan_in))``; zero biases."""
+    bound = np.sqrt(6.0 / fan_in)
+    W = rng.uniform(-bound, bound, (fan_in, fan_out))
+    return W, np.zeros(fan_out)
+
+
+class SklearnGlorotUniform:
+    """:func:`glorot_uniform` with the factor of a whole network's activation.
+
+    scikit-learn picks the factor from the *hidden* activation for every layer,
+    the output layer included; MLPClassifier and MLPRegressor give this
+    initializer to all their Dense layers to start from sklearn's weights.
+
+    Parameters
+    ----------
+    activation : str
+        The hidden activation of the network.
+    """
+
+    def __init__(self, activation):
+        self.activation = activation
+
+    def __call__(self, rng, fan_in, fan_out, activation=None):
+        return glorot_uniform(rng, fan_in, fan_out, self.activation)
+
+    def __repr__(self):
+        return f"SklearnGlorotUniform({self.activation!r})"
+
+
+INITIALIZERS = {
+    "glorot_uniform": glorot_uniform,
+    "he_uniform": he_uniform,
+}

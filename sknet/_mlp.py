@@ -1,0 +1,720 @@
+"""MLPClassifier and MLPRegressor: scikit-learn's MLP on sknet's layer stack."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils import column_or_1d
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import (
+    check_classification_targets,
+    type_of_target,
+    unique_labels,
+)
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from sknet._base import BaseNeuralNetwork
+from sknet._init import SklearnGlorotUniform
+from sknet.backend import ACTIVATIONS
+from sknet.layers import Dense, Dropout
+
+_PARAMETERS_DOC = """
+    hidden_layer_sizes : array-like of shape (n_layers - 2,), default=(100,)
+        The ith element is the number of neurons in the ith hidden layer.
+
+    activation : {'identity', 'logistic', 'tanh', 'relu', 'leaky_relu', \
+'elu', 'gelu', 'silu'}, default='relu'
+        Activation of the hidden layers: scikit-learn's four, plus
+        ``'leaky_relu'`` (slope 0.01), ``'elu'``, ``'gelu'`` (tanh
+        approximation) and ``'silu'``.
+
+    solver : {'lbfgs', 'sgd', 'adam'}, default='adam'
+        ``'adam'`` and ``'sgd'`` train by mini-batches on the backend;
+        ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
+
+    alpha : float, default=0.0001
+        Strength of the L2 penalty, divided by the (weighted) batch size.
+
+    batch_size : int or 'auto', default='auto'
+        Mini-batch size for the stochastic solvers; ``'auto'`` is
+        ``min(200, n_samples)``.
+
+    learning_rate : {'constant', 'invscaling', 'adaptive'}, default='constant'
+        Learning-rate schedule, for ``solver='sgd'`` only.
+
+    learning_rate_init : float, default=0.001
+        Initial learning rate (``'sgd'`` and ``'adam'``).
+
+    power_t : float, default=0.5
+        Exponent of ``'invscaling'``.
+
+    max_iter : int, default=200
+        Maximum number of epochs (stochastic solvers) or iterations (lbfgs).
+
+    shuffle : bool, default=True
+        Whether to shuffle samples in each epoch (stochastic solvers).
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weight initialization, the shuffling, the dropout masks and
+        the early-stopping split. Pass an int for reproducible results.
+
+    tol : float, default=1e-4
+        Tolerance: training stops when the loss (or validation score) does not
+        improve by ``tol`` for ``n_iter_no_change`` epochs.
+
+    verbose : bool, default=False
+        Print the loss after every epoch.
+
+    warm_start : bool, default=False
+        Reuse the weights, and the optimizer's state, of the previous fit.
+
+    momentum : float, default=0.9
+        Momentum of ``solver='sgd'``.
+
+    nesterovs_momentum : bool, default=True
+        Whether ``'sgd'`` uses Nesterov's momentum.
+
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the data (stratified for
+        classification) and stop when its score stops improving; the weights of
+        the best epoch are restored.
+
+    validation_fraction : float, default=0.1
+        Size of the early-stopping validation set.
+
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of Adam's moment estimates.
+
+    epsilon : float, default=1e-8
+        Adam's numerical-stability constant.
+
+    n_iter_no_change : int, default=10
+        Epochs without ``tol`` improvement before stopping.
+
+    max_fun : int, default=15000
+        Maximum number of loss evaluations, ``solver='lbfgs'`` only.
+
+    dropout : float, default=0.0
+        Dropout rate after every hidden layer while training (sknet only; not
+        with ``solver='lbfgs'``).
+
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default='auto'
+        Where to train: ``'auto'`` is the ``SKNET_DEVICE`` environment variable
+        if set, else the GPU when CuPy sees one, else the CPU.
+
+    dtype : {'float32', 'float64'}, default='float32'
+        Floating type of the weights and of the computation.
+"""
+
+_ATTRIBUTES_DOC = """
+    loss_ : float
+        The loss at the end of training (with the L2 penalty).
+
+    best_loss_ : float or None
+        The minimum loss reached; ``None`` with ``early_stopping=True``.
+
+    loss_curve_ : list of float
+        The loss after each epoch (stochastic solvers only).
+
+    validation_scores_ : list of float or None
+        The validation score after each epoch with ``early_stopping=True``.
+
+    best_validation_score_ : float or None
+        The best validation score with ``early_stopping=True``.
+
+    t_ : int
+        Number of training samples seen by the solver.
+
+    coefs_ : list of ndarray
+        ``coefs_[i]`` is the NumPy weight matrix of layer ``i`` (a view of the
+        weights on the CPU, a copy when trained on a GPU).
+
+    intercepts_ : list of ndarray
+        ``intercepts_[i]`` is the bias vector of layer ``i + 1``.
+
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` had string column names.
+
+    n_iter_ : int
+        Number of epochs (or lbfgs iterations) run by the last call to fit.
+
+    n_layers_ : int
+        Number of layers, input and output included.
+
+    n_outputs_ : int
+        Number of outputs.
+
+    out_activation_ : str
+        Name of the output activation.
+
+    layers_ : list of Layer
+        The built layers (sknet only).
+
+    device_ : str
+        The device the model was trained on, e.g. ``'cpu'`` or ``'cuda:0'``.
+"""
+
+
+def _check_hidden_layer_sizes(hidden_layer_sizes):
+    sizes = hidden_layer_sizes
+    if not hasattr(sizes, "__iter__"):
+        sizes = [sizes]
+    sizes = list(sizes)
+    if not all(isinstance(s, Integral) and not isinstance(s, bool) for s in sizes):
+        raise ValueError(
+            f"hidden_layer_sizes must contain positive integers, got {sizes}."
+        )
+    if np.any(np.array(sizes) <= 0):
+        raise ValueError(f"hidden_layer_sizes must be > 0, got {sizes}.")
+    return sizes
+
+
+class _BaseMLP(BaseNeuralNetwork):
+    """What MLPClassifier and MLPRegressor share: a stack of Dense layers."""
+
+    _parameter_constraints: dict = {
+        **BaseNeuralNetwork._parameter_constraints,
+        "hidden_layer_sizes": [
+            "array-like",
+            Interval(Integral, 1, None, closed="left"),
+        ],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+    }
+
+    def _check_params(self):
+        _check_hidden_layer_sizes(self.hidden_layer_sizes)
+        if self.dropout > 0 and self.solver == "lbfgs":
+            raise ValueError(
+                "dropout is not supported with solver='lbfgs', whose line search "
+                "needs a deterministic loss; use solver='adam' or 'sgd', or "
+                "dropout=0."
+            )
+
+    def _build_layers(self):
+        init = SklearnGlorotUniform(self.activation)
+        layers = []
+        for units in _check_hidden_layer_sizes(self.hidden_layer_sizes):
+            layers.append(Dense(int(units), activation=self.activation, init=init))
+            if self.dropout > 0:
+                layers.append(Dropout(self.dropout))
+        layers.append(Dense(self.n_outputs_, init=init))
+        return layers
+
+    def _export_fitted(self):
+        dense = [layer for layer in self.layers_ if isinstance(layer, Dense)]
+        backend = self._backend
+        self.coefs_ = [backend.to_numpy(layer.params["W"]) for layer in dense]
+        self.intercepts_ = [backend.to_numpy(layer.params["b"]) for layer in dense]
+        self.n_layers_ = len(dense) + 1
+
+    def _validate_X_predict(self, X):
+        check_is_fitted(self)
+        return validate_data(
+            self,
+            X,
+            accept_sparse=["csr", "csc"],
+            dtype=[self._np_dtype.type, np.float64, np.float32],
+            reset=False,
+        )
+
+    def _validate_Xy(self, X, y, reset, **kwargs):
+        return validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=["csr", "csc"],
+            multi_output=True,
+            dtype=[self._np_dtype.type, np.float64, np.float32],
+            reset=reset,
+            **kwargs,
+        )
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model to data matrix X and target(s) y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            The targets (class labels in classification, real numbers in
+            regression).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight=sample_weight, incremental=False)
+
+    def _check_solver(self):
+        if self.solver not in ("sgd", "adam"):
+            raise AttributeError(
+                "partial_fit is only available for stochastic optimizers. "
+                f"{self.solver} is not stochastic."
+            )
+        return True
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _check_partial_fit_first_call(clf, classes):
+    """Set ``clf.classes_`` on the first call to partial_fit (sklearn's rule)."""
+    if getattr(clf, "classes_", None) is None and classes is None:
+        raise ValueError("classes must be passed on the first call to partial_fit.")
+    if classes is not None:
+        if getattr(clf, "classes_", None) is not None:
+            if not np.array_equal(clf.classes_, unique_labels(classes)):
+                raise ValueError(
+                    f"`classes={classes!r}` is not the same as on last call to "
+                    f"partial_fit, was: {clf.classes_!r}"
+                )
+        else:
+            return True
+    return False
+
+
+class MLPClassifier(ClassifierMixin, _BaseMLP):
+    """Multi-layer perceptron classifier, on NumPy or a CUDA GPU.
+
+    A drop-in for :class:`sklearn.neural_network.MLPClassifier` (same
+    parameters, defaults and fitted attributes) that trains in float32 on
+    sknet's layer stack, on the CPU or, with CuPy, on a GPU. It optimizes the
+    log-loss with softmax outputs (multiclass) or logistic outputs (binary,
+    multilabel).
+
+    Parameters
+    ----------
+    %(parameters)s
+    Attributes
+    ----------
+    classes_ : ndarray or list of ndarray of shape (n_classes,)
+        Class labels for each output.
+    %(attributes)s
+    See Also
+    --------
+    MLPRegressor : Multi-layer perceptron regressor.
+    sklearn.neural_network.MLPClassifier : scikit-learn's float64 original.
+
+    Notes
+    -----
+    With ``dtype='float64'`` and the default initializer, the weights start,
+    and with ``solver='adam'`` or ``'sgd'`` are updated, exactly as in
+    scikit-learn for the same ``random_state``. The pickled model holds only
+    NumPy arrays: a model trained on a GPU loads and predicts on a machine
+    without one.
+
+    Examples
+    --------
+    >>> from sknet import MLPClassifier
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.model_selection import train_test_split
+    >>> X, y = make_classification(n_samples=200, random_state=1)
+    >>> X_train, X_test, y_train, y_test = train_test_split(
+    ...     X, y, stratify=y, random_state=1)
+    >>> clf = MLPClassifier(random_state=1, max_iter=300, device="cpu")
+    >>> clf = clf.fit(X_train, y_train)
+    >>> clf.predict_proba(X_test[:1]).shape
+    (1, 2)
+    >>> clf.score(X_test, y_test) > 0.8
+    True
+    """
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        *,
+        solver="adam",
+        alpha=0.0001,
+        batch_size="auto",
+        learning_rate="constant",
+        learning_rate_init=0.001,
+        power_t=0.5,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        tol=1e-4,
+        verbose=False,
+        warm_start=False,
+        momentum=0.9,
+        nesterovs_momentum=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        n_iter_no_change=10,
+        max_fun=15000,
+        dropout=0.0,
+        device="auto",
+        dtype="float32",
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.solver = solver
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
+        self.power_t = power_t
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.n_iter_no_change = n_iter_no_change
+        self.max_fun = max_fun
+        self.dropout = dropout
+        self.device = device
+        self.dtype = dtype
+
+    def _loss_name(self):
+        return "log_loss" if self._label_binarizer.y_type_ == "multiclass" else (
+            "binary_log_loss"
+        )
+
+    def _validate_input(self, X, y, incremental, reset):
+        X, y = self._validate_Xy(X, y, reset)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        # The rules of sklearn's MLP: (re)define classes_ on a fresh fit, else
+        # check that y's classes are compatible with the ones already seen.
+        if not hasattr(self, "classes_") or (not self.warm_start and not incremental):
+            self._label_binarizer = LabelBinarizer()
+            self._label_binarizer.fit(y)
+            self.classes_ = self._label_binarizer.classes_
+        else:
+            classes = unique_labels(y)
+            if self.warm_start and not incremental:
+                if set(classes) != set(self.classes_):
+                    raise ValueError(
+                        "warm_start can only be used where `y` has the same "
+                        "classes as in the previous call to fit. Previously "
+                        f"got {self.classes_}, `y` has {classes}"
+                    )
+            elif len(np.setdiff1d(classes, self.classes_, assume_unique=True)):
+                raise ValueError(
+                    "`y` has classes not in `self.classes_`. "
+                    f"`self.classes_` has {self.classes_}. 'y' has {classes}."
+                )
+        if (
+            self._label_binarizer.y_type_ != "multilabel-indicator"
+            and len(self.classes_) < 2
+        ):
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in "
+                "the data, but the data contains only one class: "
+                f"{self.classes_[0]!r}"
+            )
+        Y = self._label_binarizer.transform(y).astype(bool)
+        return X, Y
+
+    def _stratify_labels(self, Y):
+        if self._label_binarizer.y_type_ == "multilabel-indicator":
+            return None
+        return Y[:, 0] if Y.shape[1] == 1 else Y.argmax(axis=1)
+
+    def _labels_from_outputs(self, P):
+        if self.n_outputs_ == 1:
+            P = P.ravel()
+        return self._label_binarizer.inverse_transform(P)
+
+    def _validation_score(self, Y_true, P, sample_weight):
+        y_true = self._labels_from_outputs(Y_true.astype(P.dtype))
+        return accuracy_score(
+            y_true, self._labels_from_outputs(P), sample_weight=sample_weight
+        )
+
+    @available_if(lambda est: est._check_solver())
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Update the model with a single epoch over the given data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+        y : array-like of shape (n_samples,) or (n_samples, n_classes)
+            The target labels (or label indicator matrix for multilabel).
+        classes : array-like of shape (n_classes,), default=None
+            All classes across calls to partial_fit, ``np.unique(y_all)``.
+            Required on the first call, may be omitted afterwards.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+        """
+        self._validate_params()
+        if _check_partial_fit_first_call(self, classes):
+            binarizer = LabelBinarizer()
+            if type_of_target(y).startswith("multilabel"):
+                binarizer.fit(y)
+            else:
+                binarizer.fit(classes)
+            self._label_binarizer = binarizer
+            self.classes_ = binarizer.classes_
+        return self._fit(X, y, sample_weight=sample_weight, incremental=True)
+
+    def predict(self, X):
+        """Predict class labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            The predicted classes (a label indicator matrix for multilabel).
+        """
+        X = self._validate_X_predict(X)
+        return self._labels_from_outputs(self._predict_outputs(X))
+
+    def predict_proba(self, X):
+        """Probability estimates.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        y_prob : ndarray of shape (n_samples, n_classes)
+            Probability of each class, in the order of ``classes_``.
+        """
+        X = self._validate_X_predict(X)
+        P = self._predict_outputs(X)
+        if self.n_outputs_ == 1:
+            p = P[:, 0]
+            return np.column_stack([1 - p, p])
+        return P
+
+    def predict_log_proba(self, X):
+        """Log of probability estimates, computed stably from the logits.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        log_y_prob : ndarray of shape (n_samples, n_classes)
+            ``log(predict_proba(X))``, finite even where a probability
+            underflows to 0.
+        """
+        X = self._validate_X_predict(X)
+        Z = self._predict_outputs(X, raw=True)
+        if self.out_activation_ == "softmax":
+            Z = Z - Z.max(axis=1, keepdims=True)
+            return Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+        # log sigmoid(z) = -softplus(-z); log(1 - sigmoid(z)) = -softplus(z)
+        log_p = -np.logaddexp(0, -Z)
+        if self.n_outputs_ == 1:
+            return np.column_stack([-np.logaddexp(0, Z[:, 0]), log_p[:, 0]])
+        return log_p
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        return tags
+
+
+class MLPRegressor(RegressorMixin, _BaseMLP):
+    """Multi-layer perceptron regressor, on NumPy or a CUDA GPU.
+
+    A drop-in for :class:`sklearn.neural_network.MLPRegressor` (same
+    parameters, defaults and fitted attributes) that trains in float32 on
+    sknet's layer stack, on the CPU or, with CuPy, on a GPU.
+
+    Parameters
+    ----------
+    loss : {'squared_error', 'poisson'}, default='squared_error'
+        Half the squared error (identity output), or half the Poisson deviance
+        with a log link (exponential output; needs ``y >= 0``).
+    %(parameters)s
+    Attributes
+    ----------
+    %(attributes)s
+    See Also
+    --------
+    MLPClassifier : Multi-layer perceptron classifier.
+    sklearn.neural_network.MLPRegressor : scikit-learn's float64 original.
+
+    Notes
+    -----
+    With several outputs the squared error is averaged over outputs, as
+    scikit-learn reports it, and its exact gradient is used (scikit-learn
+    steps along the gradient of the sum instead); with one output the two are
+    the same. ``validation_scores_`` are R² scores, as in scikit-learn.
+
+    Examples
+    --------
+    >>> from sknet import MLPRegressor
+    >>> from sklearn.datasets import make_regression
+    >>> X, y = make_regression(n_samples=200, n_features=5, noise=1.0,
+    ...                        random_state=0)
+    >>> reg = MLPRegressor(hidden_layer_sizes=(32,), learning_rate_init=0.01,
+    ...                    max_iter=500, random_state=0, device="cpu")
+    >>> reg.fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **_BaseMLP._parameter_constraints,
+        "loss": [StrOptions({"squared_error", "poisson"})],
+    }
+
+    def __init__(
+        self,
+        loss="squared_error",
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        *,
+        solver="adam",
+        alpha=0.0001,
+        batch_size="auto",
+        learning_rate="constant",
+        learning_rate_init=0.001,
+        power_t=0.5,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        tol=1e-4,
+        verbose=False,
+        warm_start=False,
+        momentum=0.9,
+        nesterovs_momentum=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        n_iter_no_change=10,
+        max_fun=15000,
+        dropout=0.0,
+        device="auto",
+        dtype="float32",
+    ):
+        self.loss = loss
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.solver = solver
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
+        self.power_t = power_t
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.n_iter_no_change = n_iter_no_change
+        self.max_fun = max_fun
+        self.dropout = dropout
+        self.device = device
+        self.dtype = dtype
+
+    def _loss_name(self):
+        return self.loss
+
+    def _validate_input(self, X, y, incremental, reset):
+        X, y = self._validate_Xy(X, y, reset, y_numeric=True)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
+        if self.loss == "poisson" and np.any(y < 0):
+            raise ValueError(
+                f"loss='poisson' requires y >= 0, but y has values down to "
+                f"{y.min()}."
+            )
+        Y = y.reshape(-1, 1) if y.ndim == 1 else y
+        return X, Y
+
+    def _validation_score(self, Y_true, P, sample_weight):
+        return r2_score(Y_true, P, sample_weight=sample_weight)
+
+    @available_if(lambda est: est._check_solver())
+    def partial_fit(self, X, y, sample_weight=None):
+        """Update the model with a single epoch over the given data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            The targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+        """
+        return self._fit(X, y, sample_weight=sample_weight, incremental=True)
+
+    def predict(self, X):
+        """Predict using the multi-layer perceptron.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            The predicted values.
+        """
+        X = self._validate_X_predict(X)
+        P = self._predict_outputs(X)
+        return P.ravel() if P.shape[1] == 1 else P
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Multi-output regression works in any dtype, but scikit-learn's tag
+        # also promises float64 predictions, which only a float64 model makes.
+        tags.target_tags.multi_output = self._np_dtype == np.float64
+        return tags
+
+
+for _cls in (MLPClassifier, MLPRegressor):
+    if _cls.__doc__:  # None under python -OO
+        _cls.__doc__ = _cls.__doc__.replace(
+            "    %(parameters)s", _PARAMETERS_DOC.strip("\n")
+        ).replace("    %(attributes)s", _ATTRIBUTES_DOC.strip("\n"))

@@ -1,0 +1,228 @@
+"""Optimizers: SGD (momentum, Nesterov) and Adam updating parameters in place,
+scikit-learn's learning-rate schedules, and L-BFGS through SciPy.
+
+A stochastic optimizer holds references to the layers' parameter arrays and
+updates them in place with :meth:`step`; its state (velocities, moments) lives
+on the backend next to the parameters and survives ``warm_start`` and
+``partial_fit``. The update formulas are scikit-learn's
+(``sklearn.neural_network._stochastic_optimizers``).
+"""
+
+import warnings
+
+import numpy as np
+import scipy.optimize
+from sklearn.exceptions import ConvergenceWarning
+
+
+class StochasticOptimizer:
+    """Base class: a learning rate, in-place updates, end-of-epoch hooks.
+
+    Parameters
+    ----------
+    params : list of arrays
+        The parameters to update, in place.
+    backend : Backend
+        The backend the parameters live on.
+    learning_rate_init : float
+        The initial learning rate.
+    """
+
+    #: names of the per-parameter state lists, for moving and pickling
+    state_names = ()
+
+    def __init__(self, params, backend, learning_rate_init):
+        self.learning_rate_init = learning_rate_init
+        self.learning_rate = float(learning_rate_init)
+        self._bind(params, backend)
+        for name in self.state_names:
+            setattr(self, name, [backend.xp.zeros_like(p) for p in params])
+
+    def _bind(self, params, backend):
+        self.params = list(params)
+        self.backend = backend
+        size = max((p.size for p in self.params), default=0)
+        dtype = self.params[0].dtype if self.params else np.float32
+        self._tmp = backend.xp.empty(size, dtype=dtype)
+
+    def _tmp_like(self, p):
+        return self._tmp[: p.size].reshape(p.shape)
+
+    def rebind(self, params, backend):
+        """Point at new parameter arrays (after a move or unpickling), moving state."""
+        self._bind(params, backend)
+        for name in self.state_names:
+            setattr(self, name, [backend.asarray(s) for s in getattr(self, name)])
+
+    def step(self, grads):
+        """Update every parameter in place from its gradient."""
+        raise NotImplementedError
+
+    def iteration_ends(self, time_step):
+        """Called at the end of each epoch with the number of samples seen."""
+
+    def trigger_stopping(self, msg, verbose):
+        """Decide whether training stops when the loss stops improving."""
+        if verbose:
+            print(msg + " Stopping.")
+        return True
+
+    def set_hyperparameters(self, **hyperparameters):
+        """Update hyperparameters in place (warm start with new settings)."""
+        if hyperparameters.get("learning_rate_init", self.learning_rate_init) != (
+            self.learning_rate_init
+        ):
+            self.learning_rate = float(hyperparameters["learning_rate_init"])
+        for name, value in hyperparameters.items():
+            setattr(self, name, value)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        backend = state.pop("backend")
+        state.pop("params")
+        state.pop("_tmp")
+        for name in self.state_names:
+            state[name] = [backend.to_numpy(s) for s in state[name]]
+        return state
+
+    def __setstate__(self, state):
+        # The estimator calls rebind() with the parameters on its backend.
+        self.__dict__.update(state)
+
+
+class SGD(StochasticOptimizer):
+    """Stochastic gradient descent with momentum (optionally Nesterov's).
+
+    Parameters
+    ----------
+    params : list of arrays
+    backend : Backend
+    learning_rate_init : float, default=0.1
+    lr_schedule : {'constant', 'invscaling', 'adaptive'}, default='constant'
+        ``'invscaling'``: ``learning_rate_init / (t + 1) ** power_t`` after each
+        epoch, ``t`` the number of samples seen. ``'adaptive'``: divide by 5
+        each time the loss stops improving, stop below 1e-6.
+    momentum : float, default=0.9
+    nesterov : bool, default=True
+    power_t : float, default=0.5
+    """
+
+    state_names = ("velocities",)
+
+    def __init__(
+        self,
+        params,
+        backend,
+        learning_rate_init=0.1,
+        lr_schedule="constant",
+        momentum=0.9,
+        nesterov=True,
+        power_t=0.5,
+    ):
+        super().__init__(params, backend, learning_rate_init)
+        self.lr_schedule = lr_schedule
+        self.momentum = momentum
+        self.nesterov = nesterov
+        self.power_t = power_t
+
+    def step(self, grads):
+        update = self.backend.sgd_update
+        lr, momentum, nesterov = self.learning_rate, self.momentum, self.nesterov
+        for p, g, vel in zip(self.params, grads, self.velocities):
+            update(p, g, vel, lr, momentum, nesterov, self._tmp_like(p))
+
+    def iteration_ends(self, time_step):
+        if self.lr_schedule == "invscaling":
+            self.learning_rate = float(self.learning_rate_init) / (
+                time_step + 1
+            ) ** self.power_t
+
+    def trigger_stopping(self, msg, verbose):
+        if self.lr_schedule != "adaptive":
+            return super().trigger_stopping(msg, verbose)
+        if self.learning_rate <= 1e-6:
+            if verbose:
+                print(msg + " Learning rate too small. Stopping.")
+            return True
+        self.learning_rate /= 5.0
+        if verbose:
+            print(msg + " Setting learning rate to %f" % self.learning_rate)
+        return False
+
+
+class Adam(StochasticOptimizer):
+    """Adam (Kingma & Ba, 2014) with bias correction folded into the step size.
+
+    Parameters
+    ----------
+    params : list of arrays
+    backend : Backend
+    learning_rate_init : float, default=0.001
+    beta_1, beta_2 : float, default=0.9, 0.999
+    epsilon : float, default=1e-8
+    """
+
+    state_names = ("ms", "vs")
+
+    def __init__(
+        self,
+        params,
+        backend,
+        learning_rate_init=0.001,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+    ):
+        super().__init__(params, backend, learning_rate_init)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.t = 0
+
+    def step(self, grads):
+        self.t += 1
+        b1, b2 = self.beta_1, self.beta_2
+        self.learning_rate = (
+            self.learning_rate_init * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
+        )
+        update, lr, eps = self.backend.adam_update, self.learning_rate, self.epsilon
+        for p, g, m, v in zip(self.params, grads, self.ms, self.vs):
+            update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
+
+
+def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol):
+    """Minimize ``fun(x) -> (loss, grad)`` with SciPy's L-BFGS-B.
+
+    Returns
+    -------
+    x : ndarray
+        The solution (float64).
+    loss : float
+    n_iter : int
+        Iterations run, at most ``max_iter``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When L-BFGS stopped before converging (``max_iter``/``max_fun`` reached
+        or a line-search failure), as scikit-learn's MLP does.
+    """
+    result = scipy.optimize.minimize(
+        fun,
+        np.asarray(x0, dtype=np.float64),
+        method="L-BFGS-B",
+        jac=True,
+        options={"maxfun": max_fun, "maxiter": max_iter, "gtol": tol},
+    )
+    if result.status != 0:
+        message = result.message
+        if isinstance(message, bytes):
+            message = message.decode("latin1")
+        warnings.warn(
+            f"lbfgs failed to converge after {result.nit} iteration(s) "
+            f"(status={result.status}): {message}\n"
+            "Increase the number of iterations to improve the convergence "
+            f"(max_iter={max_iter}), or scale the data, e.g. with StandardScaler.",
+            ConvergenceWarning,
+        )
+    return result.x, float(result.fun), min(int(result.nit), max_iter)

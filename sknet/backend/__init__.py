@@ -1,0 +1,142 @@
+"""Backends: where sknet's arrays live (NumPy on the CPU, CuPy on a CUDA GPU).
+
+Use :func:`get_backend` to turn a device string into a :class:`Backend`::
+
+    >>> from sknet.backend import get_backend
+    >>> get_backend("cpu").name
+    'cpu'
+
+Only this package imports CuPy, and only inside ``try``/``except``: importing
+sknet never needs a GPU.
+"""
+
+import functools
+import os
+import re
+
+from sknet.backend._base import ACTIVATIONS, Backend, activation_needs_input
+from sknet.backend._numpy import NumpyBackend
+
+__all__ = [
+    "ACTIVATIONS",
+    "Backend",
+    "CUPY_AVAILABLE",
+    "activation_needs_input",
+    "cuda_device_count",
+    "get_backend",
+    "get_array_module",
+]
+
+DEVICE_ENV_VAR = "SKNET_DEVICE"
+_CUDA_RE = re.compile(r"^(cuda|gpu)(?::(\d+))?$")
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except Exception:  # ImportError, or a broken CUDA install raising at import
+        return None
+    return cupy
+
+
+@functools.cache
+def cuda_device_count():
+    """Number of CUDA devices CuPy can use here (0 without CuPy or a GPU)."""
+    cupy = _import_cupy()
+    if cupy is None:
+        return 0
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver, no device
+        return 0
+
+
+def __getattr__(name):
+    # CUPY_AVAILABLE is computed on first access: probing CUDA is not free.
+    if name == "CUPY_AVAILABLE":
+        return cuda_device_count() > 0
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _parse_device(device):
+    if not isinstance(device, str):
+        raise TypeError(
+            f"device must be a string such as 'auto', 'cpu' or 'cuda:0', "
+            f"got {device!r} of type {type(device).__name__}"
+        )
+    name = device.strip().lower()
+    if name in ("auto", "cpu"):
+        return name, None
+    match = _CUDA_RE.match(name)
+    if match is None:
+        raise ValueError(
+            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}"
+        )
+    return "cuda", int(match.group(2) or 0)
+
+
+@functools.cache
+def _cuda_backend(device_id):
+    from sknet.backend._cupy import CupyBackend
+
+    return CupyBackend(device_id)
+
+
+_NUMPY_BACKEND = NumpyBackend()
+
+
+def get_backend(device="auto"):
+    """Return the backend for a device string.
+
+    Parameters
+    ----------
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default='auto'
+        ``'auto'`` uses the ``SKNET_DEVICE`` environment variable when it is
+        set, else the first CUDA GPU when CuPy sees one, else the CPU.
+
+    Returns
+    -------
+    backend : Backend
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device, or names a CUDA device that is not there.
+    """
+    kind, device_id = _parse_device(device)
+    if kind == "auto":
+        env = os.environ.get(DEVICE_ENV_VAR, "").strip()
+        if env and env.lower() != "auto":
+            try:
+                return get_backend(env)
+            except ValueError as exc:
+                raise ValueError(f"{DEVICE_ENV_VAR}={env!r}: {exc}") from None
+        return _cuda_backend(0) if cuda_device_count() > 0 else _NUMPY_BACKEND
+    if kind == "cpu":
+        return _NUMPY_BACKEND
+    n_devices = cuda_device_count()
+    if n_devices == 0:
+        reason = (
+            "CuPy is not installed (pip install 'sknet[gpu]')"
+            if _import_cupy() is None
+            else "CuPy sees no CUDA device"
+        )
+        raise ValueError(
+            f"device={device!r} asks for a CUDA GPU, but {reason}. "
+            "Use device='cpu', or device='auto' to fall back to the CPU."
+        )
+    if device_id >= n_devices:
+        raise ValueError(
+            f"device={device!r} asks for CUDA device {device_id}, but only "
+            f"{n_devices} device(s) are visible (cuda:0 to cuda:{n_devices - 1})."
+        )
+    return _cuda_backend(device_id)
+
+
+def get_array_module(x):
+    """Return :mod:`cupy` for a CuPy array, else :mod:`numpy`."""
+    if type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
+        return _import_cupy()
+    import numpy
+
+    return numpy

@@ -1,0 +1,307 @@
+"""The array-module-agnostic backend: every kernel written once with ``xp``.
+
+:class:`Backend` holds the reference implementation of every kernel that the
+layers, losses and optimizers call. It is written against the NumPy API only
+through ``self.xp``, operators and array methods, so it runs unchanged on NumPy
+and on CuPy. The concrete backends (``_numpy.py``, ``_cupy.py``) subclass it and
+replace a kernel only where a backend-specific version pays (scipy's ``expit``
+on the CPU, fused ``ElementwiseKernel`` s on the GPU).
+"""
+
+import contextlib
+import math
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# Activations. Each is a pair of in-place functions:
+#   forward(xp, Z, out)          out = f(Z)            (out may be Z)
+#   backward(xp, dY, Y, Z, out)  out = dY * f'(Z)      (out may be dY)
+# written in terms of the forward *output* Y where the derivative allows it
+# (sklearn's habit), so the layer need not keep its input. The two that cannot
+# (gelu, silu) set ``needs_input``.
+# ---------------------------------------------------------------------------
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_K = 0.044715
+LEAKY_RELU_SLOPE = 0.01
+ELU_ALPHA = 1.0
+
+
+def _identity_forward(xp, Z, out):
+    if out is not Z:
+        out[...] = Z
+    return out
+
+
+def _identity_backward(xp, dY, Y, Z, out):
+    if out is not dY:
+        out[...] = dY
+    return out
+
+
+def _logistic_forward(xp, Z, out):
+    # 1 / (1 + exp(-Z)), without a temporary.
+    xp.negative(Z, out=out)
+    xp.exp(out, out=out)
+    out += 1
+    xp.reciprocal(out, out=out)
+    return out
+
+
+def _logistic_backward(xp, dY, Y, Z, out):
+    xp.multiply(dY, Y, out=out)
+    out -= out * Y  # dY * Y * (1 - Y)
+    return out
+
+
+def _tanh_forward(xp, Z, out):
+    return xp.tanh(Z, out=out)
+
+
+def _tanh_backward(xp, dY, Y, Z, out):
+    d = Y * Y
+    xp.subtract(1, d, out=d)
+    return xp.multiply(dY, d, out=out)
+
+
+def _relu_forward(xp, Z, out):
+    return xp.maximum(Z, 0, out=out)
+
+
+def _relu_backward(xp, dY, Y, Z, out):
+    return xp.multiply(dY, Y > 0, out=out)
+
+
+def _leaky_relu_forward(xp, Z, out):
+    # max(Z, slope * Z) is leaky ReLU for 0 < slope < 1.
+    return xp.maximum(Z, LEAKY_RELU_SLOPE * Z, out=out)
+
+
+def _leaky_relu_backward(xp, dY, Y, Z, out):
+    return _copy(xp.where(Y > 0, dY, dY * LEAKY_RELU_SLOPE), out)
+
+
+def _elu_forward(xp, Z, out):
+    # max(z, 0) + alpha * expm1(min(z, 0)): each term vanishes on the other side.
+    neg = xp.minimum(Z, 0)
+    xp.expm1(neg, out=neg)
+    if ELU_ALPHA != 1.0:
+        neg *= ELU_ALPHA
+    xp.maximum(Z, 0, out=out)
+    out += neg
+    return out
+
+
+def _elu_backward(xp, dY, Y, Z, out):
+    # f'(z) = 1 for z > 0, alpha * exp(z) = Y + alpha otherwise.
+    return _copy(xp.where(Y > 0, dY, dY * (Y + ELU_ALPHA)), out)
+
+
+def _gelu_forward(xp, Z, out):
+    # tanh approximation: 0.5 z (1 + tanh(c (z + k z^3)))
+    t = Z * Z
+    t *= _GELU_K
+    t += 1
+    t *= Z
+    t *= _GELU_C
+    xp.tanh(t, out=t)
+    t += 1
+    t *= 0.5
+    return xp.multiply(Z, t, out=out)
+
+
+def _gelu_backward(xp, dY, Y, Z, out):
+    z2 = Z * Z
+    t = z2 * _GELU_K
+    t += 1
+    t *= Z
+    t *= _GELU_C
+    xp.tanh(t, out=t)
+    # 0.5 (1 + t) + 0.5 z (1 - t^2) c (1 + 3 k z^2)
+    sech2 = 1 - t * t
+    z2 *= 3 * _GELU_K
+    z2 += 1
+    z2 *= _GELU_C
+    z2 *= sech2
+    z2 *= Z
+    z2 += t
+    z2 += 1
+    z2 *= 0.5
+    return xp.multiply(dY, z2, out=out)
+
+
+def _silu_forward(xp, Z, out):
+    s = xp.empty_like(Z)
+    _logistic_forward(xp, Z, s)
+    return xp.multiply(Z, s, out=out)
+
+
+def _silu_backward(xp, dY, Y, Z, out):
+    # f'(z) = s + y (1 - s) with s = sigmoid(z), y = z s.
+    s = xp.empty_like(Z)
+    _logistic_forward(xp, Z, s)
+    d = 1 - s
+    d *= Y
+    d += s
+    return xp.multiply(dY, d, out=out)
+
+
+def _copy(src, out):
+    out[...] = src
+    return out
+
+
+class _Activation:
+    __slots__ = ("forward", "backward", "needs_input")
+
+    def __init__(self, forward, backward, needs_input=False):
+        self.forward = forward
+        self.backward = backward
+        self.needs_input = needs_input
+
+
+ACTIVATIONS = {
+    "identity": _Activation(_identity_forward, _identity_backward),
+    "logistic": _Activation(_logistic_forward, _logistic_backward),
+    "tanh": _Activation(_tanh_forward, _tanh_backward),
+    "relu": _Activation(_relu_forward, _relu_backward),
+    "leaky_relu": _Activation(_leaky_relu_forward, _leaky_relu_backward),
+    "elu": _Activation(_elu_forward, _elu_backward),
+    "gelu": _Activation(_gelu_forward, _gelu_backward, needs_input=True),
+    "silu": _Activation(_silu_forward, _silu_backward, needs_input=True),
+}
+
+
+def activation_needs_input(name):
+    """Whether the derivative of activation ``name`` needs its input, not only its output."""
+    return ACTIVATIONS[name].needs_input
+
+
+class Backend:
+    """Where arrays live and how the few backend-specific kernels run.
+
+    Parameters
+    ----------
+    name : str
+        The device string, ``"cpu"`` or ``"cuda:N"``.
+    xp : module
+        The array module, :mod:`numpy` or :mod:`cupy`.
+
+    Notes
+    -----
+    A backend pickles by name: unpickling calls :func:`sknet.backend.get_backend`
+    with the same string on the loading machine.
+    """
+
+    def __init__(self, name, xp):
+        self.name = name
+        self.xp = xp
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name!r})"
+
+    def __reduce__(self):
+        from sknet.backend import get_backend
+
+        return (get_backend, (self.name,))
+
+    def __eq__(self, other):
+        return isinstance(other, Backend) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    # -- moving data ------------------------------------------------------
+    def asarray(self, x, dtype=None):
+        """Return ``x`` as an array of this backend, copying only if needed."""
+        return self.xp.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x):
+        """Return ``x`` as a NumPy array (no copy when it already is one)."""
+        return np.asarray(x)
+
+    def is_sparse(self, x):
+        """Whether ``x`` is a sparse matrix of this backend."""
+        return False
+
+    def synchronize(self):
+        """Wait for queued device work to finish (no-op on the CPU)."""
+
+    def device_context(self):
+        """Context manager making this backend's device the current one."""
+        return contextlib.nullcontext()
+
+    def release_memory(self):
+        """Give cached device memory back to the driver (no-op on the CPU)."""
+
+    def out_of_memory_errors(self):
+        """Exception types this backend raises when device memory runs out."""
+        return ()
+
+    def random_generator(self, seed):
+        """A random generator on this backend, seeded from the host."""
+        return self.xp.random.default_rng(seed)
+
+    # -- kernels ----------------------------------------------------------
+    def matmul(self, A, B, out=None):
+        """``A @ B`` into ``out``; ``A`` may be a sparse matrix."""
+        if self.is_sparse(A):
+            if out is None:
+                return self.xp.asarray(A @ B)
+            out[...] = A @ B
+            return out
+        return self.xp.matmul(A, B, out=out)
+
+    def take_rows(self, X, idx, out=None):
+        """``X[idx]`` for an index array, into ``out`` when given and dense."""
+        if self.is_sparse(X):
+            return X[idx]
+        return self.xp.take(X, idx, axis=0, out=out)
+
+    def activation_forward(self, name, Z, out):
+        """``out = f(Z)`` for activation ``name``; ``out`` may be ``Z``."""
+        return ACTIVATIONS[name].forward(self.xp, Z, out)
+
+    def activation_backward(self, name, dY, Y, Z, out):
+        """``out = dY * f'(Z)`` given the forward output ``Y`` (and input ``Z``
+        when the activation needs it); ``out`` may be ``dY``."""
+        return ACTIVATIONS[name].backward(self.xp, dY, Y, Z, out)
+
+    def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
+        """One Adam step in place; ``lr`` already holds the bias correction."""
+        xp = self.xp
+        # m += (1 - b1) (g - m);  v += (1 - b2) (g^2 - v)
+        xp.subtract(grad, m, out=tmp)
+        tmp *= 1 - beta_1
+        m += tmp
+        xp.multiply(grad, grad, out=tmp)
+        tmp -= v
+        tmp *= 1 - beta_2
+        v += tmp
+        # param -= lr m / (sqrt(v) + eps)
+        xp.sqrt(v, out=tmp)
+        tmp += epsilon
+        xp.divide(m, tmp, out=tmp)
+        tmp *= -lr
+        param += tmp
+
+    def sgd_update(self, param, grad, velocity, lr, momentum, nesterov, tmp):
+        """One SGD-with-momentum step in place (sklearn's formulation)."""
+        # velocity = momentum * velocity - lr * grad
+        velocity *= momentum
+        xp = self.xp
+        xp.multiply(grad, lr, out=tmp)
+        velocity -= tmp
+        if nesterov:
+            # param += momentum * velocity - lr * grad
+            tmp *= -1
+            tmp += momentum * velocity
+            param += tmp
+        else:
+            param += velocity
+
+    def add_scaled(self, y, x, alpha):
+        """``y += alpha * x`` in place."""
+        y += alpha * x
+        return y

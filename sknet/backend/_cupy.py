@@ -1,0 +1,155 @@
+"""The CuPy backend: the shared ``xp`` kernels, with fused CUDA kernels where they pay.
+
+Importing this module imports CuPy; :mod:`sknet.backend` does so only inside
+``try``/``except`` and only when a CUDA device is asked for, so sknet imports and
+runs without CuPy. Fused kernels are compiled lazily on first use (CuPy caches
+them on disk).
+"""
+
+import cupy as cp
+import cupyx.scipy.sparse as cpsp
+import numpy as np
+import scipy.sparse as sp
+
+from sknet.backend._base import ELU_ALPHA, LEAKY_RELU_SLOPE, Backend
+
+# Fused forward (in place allowed: out may alias z) and backward kernels.
+# Backward kernels receive the forward output y and the input z.
+_FORWARD_SRC = {
+    "logistic": "out = 1 / (1 + exp(-z))",
+    "tanh": "out = tanh(z)",
+    "relu": "out = z > 0 ? z : (T)0",
+    "leaky_relu": f"out = z > 0 ? z : (T){LEAKY_RELU_SLOPE} * z",
+    "elu": f"out = z > 0 ? z : (T){ELU_ALPHA} * (exp(z) - 1)",
+    "gelu": (
+        "T t = tanh((T)0.7978845608028654 * (z + (T)0.044715 * z * z * z));"
+        "out = (T)0.5 * z * (1 + t)"
+    ),
+    "silu": "out = z / (1 + exp(-z))",
+}
+_BACKWARD_SRC = {
+    "logistic": "out = dy * y * (1 - y)",
+    "tanh": "out = dy * (1 - y * y)",
+    "relu": "out = y > 0 ? dy : (T)0",
+    "leaky_relu": f"out = y > 0 ? dy : (T){LEAKY_RELU_SLOPE} * dy",
+    "elu": f"out = y > 0 ? dy : dy * (y + (T){ELU_ALPHA})",
+    "gelu": (
+        "T c = 0.7978845608028654; T k = 0.044715;"
+        "T t = tanh(c * (z + k * z * z * z));"
+        "out = dy * ((T)0.5 * (1 + t)"
+        " + (T)0.5 * z * (1 - t * t) * c * (1 + 3 * k * z * z))"
+    ),
+    "silu": "T s = 1 / (1 + exp(-z)); out = dy * (s + y * (1 - s))",
+}
+
+_adam_kernel = cp.ElementwiseKernel(
+    "T grad, T lr, T beta_1, T beta_2, T epsilon",
+    "T param, T m, T v",
+    """
+    m += (1 - beta_1) * (grad - m);
+    v += (1 - beta_2) * (grad * grad - v);
+    param -= lr * m / (sqrt(v) + epsilon);
+    """,
+    "sknet_adam",
+)
+
+_sgd_kernel = cp.ElementwiseKernel(
+    "T grad, T lr, T momentum, bool nesterov",
+    "T param, T velocity",
+    """
+    velocity = momentum * velocity - lr * grad;
+    param += nesterov ? momentum * velocity - lr * grad : velocity;
+    """,
+    "sknet_sgd",
+)
+
+_forward_kernels = {}
+_backward_kernels = {}
+
+
+def _forward_kernel(name):
+    kernel = _forward_kernels.get(name)
+    if kernel is None:
+        kernel = cp.ElementwiseKernel(
+            "T z", "T out", _FORWARD_SRC[name], f"sknet_{name}_forward"
+        )
+        _forward_kernels[name] = kernel
+    return kernel
+
+
+def _backward_kernel(name):
+    kernel = _backward_kernels.get(name)
+    if kernel is None:
+        kernel = cp.ElementwiseKernel(
+            "T dy, T y, T z", "T out", _BACKWARD_SRC[name], f"sknet_{name}_backward"
+        )
+        _backward_kernels[name] = kernel
+    return kernel
+
+
+class CupyBackend(Backend):
+    """Backend running on one CUDA device with CuPy.
+
+    Parameters
+    ----------
+    device_id : int
+        The CUDA device ordinal.
+    """
+
+    def __init__(self, device_id=0):
+        super().__init__(f"cuda:{device_id}", cp)
+        self.device_id = device_id
+        self._device = cp.cuda.Device(device_id)
+
+    def device_context(self):
+        return self._device
+
+    def asarray(self, x, dtype=None):
+        with self._device:
+            if sp.issparse(x):
+                x = cpsp.csr_matrix(x.tocsr())
+            if cpsp.issparse(x):
+                x = x.tocsr() if x.format != "csr" else x
+                return x.astype(dtype) if dtype is not None and x.dtype != dtype else x
+            return cp.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x):
+        if isinstance(x, cp.ndarray):
+            return cp.asnumpy(x)
+        return np.asarray(x)
+
+    def is_sparse(self, x):
+        return cpsp.issparse(x)
+
+    def synchronize(self):
+        self._device.synchronize()
+
+    def release_memory(self):
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+
+    def out_of_memory_errors(self):
+        return (cp.cuda.memory.OutOfMemoryError,)
+
+    def random_generator(self, seed):
+        with self._device:
+            return cp.random.default_rng(seed)
+
+    def activation_forward(self, name, Z, out):
+        if name == "identity":
+            return super().activation_forward(name, Z, out)
+        return _forward_kernel(name)(Z, out)
+
+    def activation_backward(self, name, dY, Y, Z, out):
+        if name == "identity":
+            return super().activation_backward(name, dY, Y, Z, out)
+        # Kernels that only read y get it in place of z too.
+        return _backward_kernel(name)(dY, Y, Y if Z is None else Z, out)
+
+    def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
+        dt = param.dtype.type
+        _adam_kernel(grad, dt(lr), dt(beta_1), dt(beta_2), dt(epsilon), param, m, v)
+
+    def sgd_update(self, param, grad, velocity, lr, momentum, nesterov, tmp):
+        dt = param.dtype.type
+        _sgd_kernel(grad, dt(lr), dt(momentum), bool(nesterov), param, velocity)

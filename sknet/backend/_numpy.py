@@ -1,0 +1,31 @@
+"""The NumPy backend: the shared ``xp`` kernels, plus the few that SciPy does faster."""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from sknet.backend._base import Backend
+
+
+class NumpyBackend(Backend):
+    """Backend running on the host with NumPy (and SciPy for sparse input)."""
+
+    def __init__(self):
+        super().__init__("cpu", np)
+
+    def asarray(self, x, dtype=None):
+        if sp.issparse(x):
+            x = x.tocsr() if x.format != "csr" else x
+            return x.astype(dtype, copy=False) if dtype is not None else x
+        return np.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x):
+        return np.asarray(x)
+
+    def is_sparse(self, x):
+        return sp.issparse(x)
+
+    def activation_forward(self, name, Z, out):
+        if name == "logistic":
+            return expit(Z, out=out)
+        return super().activation_forward(name, Z, out)

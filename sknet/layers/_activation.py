@@ -1,0 +1,49 @@
+"""Element-wise activation layer."""
+
+from sknet.backend import ACTIVATIONS
+from sknet.layers._base import Layer
+
+
+class Activation(Layer):
+    """Apply an element-wise activation function.
+
+    Prefer ``Dense(units, activation=...)``, which applies the activation in
+    place; this layer is for activations after layers that have none.
+
+    Parameters
+    ----------
+    activation : str, default='relu'
+        One of :data:`sknet.backend.ACTIVATIONS`: ``'identity'``, ``'logistic'``,
+        ``'tanh'``, ``'relu'``, ``'leaky_relu'`` (slope 0.01), ``'elu'``
+        (alpha 1), ``'gelu'`` (tanh approximation), ``'silu'``.
+
+    Notes
+    -----
+    Input shape: any. Output shape: same as input.
+    """
+
+    def __init__(self, activation="relu"):
+        self.activation = activation
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, "
+                f"got {self.activation!r}"
+            )
+        self.output_shape_ = self.input_shape_
+        return self.output_shape_
+
+    def forward(self, X, *, training):
+        Y = self._buffer("Y", X.shape) if training else self.xp.empty_like(X)
+        self.backend_.activation_forward(self.activation, X, Y)
+        if training:
+            self._cache = {"X": X, "Y": Y}
+        return Y
+
+    def backward(self, dY):
+        cache = self._cache
+        return self.backend_.activation_backward(
+            self.activation, dY, cache["Y"], cache["X"], dY
+        )

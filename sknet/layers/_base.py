@@ -1,0 +1,150 @@
+"""The Layer contract every built-in and user layer follows."""
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+
+class Layer(BaseEstimator):
+    """Base class of all layers.
+
+    A layer is configured in ``__init__`` (which only stores its arguments, as
+    a scikit-learn estimator does, so layers clone and grid-search), given
+    parameters in :meth:`build`, and then run with :meth:`forward` and
+    :meth:`backward`. Estimators never mutate a layer passed to them: ``fit``
+    builds deep copies, stored in the fitted ``layers_``.
+
+    Subclasses implement:
+
+    ``build(input_shape, *, backend, dtype, rng) -> output_shape``
+        Call ``super().build(...)`` first; then create ``self.params`` (a dict
+        of backend arrays) and ``self.grads`` (same keys, same shapes). Shapes
+        exclude the batch axis. Draw random initial values from ``rng`` (a
+        NumPy ``RandomState``, on the host) so that every backend starts from
+        the same weights.
+    ``forward(X, *, training) -> Y``
+        Cache what :meth:`backward` needs only when ``training`` is true.
+    ``backward(dY) -> dX``
+        Overwrite (never accumulate into) ``self.grads``; may overwrite ``dY``.
+        May return ``None`` when ``self.skip_input_grad`` is true (the first
+        layer of a network: nobody needs the gradient of the data).
+
+    Attributes
+    ----------
+    params : dict of str to array
+        Trainable parameters, created by :meth:`build`.
+    grads : dict of str to array
+        Gradients of the loss with respect to ``params``, written by
+        :meth:`backward`.
+    backend_ : Backend
+        The backend the layer was built on.
+    dtype_ : numpy.dtype
+        The floating dtype of parameters and activations.
+    input_shape_, output_shape_ : tuple of int
+        Per-sample shapes, set by :meth:`build`.
+
+    Examples
+    --------
+    A layer that scales its input by a learned scalar:
+
+    >>> from sknet.layers import Layer
+    >>> class Scale(Layer):
+    ...     def build(self, input_shape, *, backend, dtype, rng):
+    ...         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+    ...         self.params = {"s": backend.xp.ones((1,), dtype=dtype)}
+    ...         self.grads = {"s": backend.xp.zeros((1,), dtype=dtype)}
+    ...         return input_shape
+    ...     def forward(self, X, *, training):
+    ...         if training:
+    ...             self._cache["X"] = X
+    ...         return X * self.params["s"]
+    ...     def backward(self, dY):
+    ...         self.grads["s"][...] = (dY * self._cache["X"]).sum()
+    ...         return dY * self.params["s"]
+    """
+
+    #: Whether :meth:`forward` accepts a sparse matrix (only a first layer gets one).
+    accepts_sparse = False
+    #: Names of parameters that receive the L2 penalty ``alpha``.
+    regularized = ()
+    #: Set on the first layer of a network: ``backward`` need not compute dX.
+    skip_input_grad = False
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        """Record the backend and shapes; subclasses create parameters after."""
+        self.backend_ = backend
+        self.dtype_ = np.dtype(dtype)
+        self.input_shape_ = tuple(int(d) for d in input_shape)
+        self.params = {}
+        self.grads = {}
+        self._buffers = {}
+        self._cache = {}
+        return self.input_shape_
+
+    def forward(self, X, *, training):
+        """Compute the layer's output for a batch ``X``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward")
+
+    def backward(self, dY):
+        """Given dLoss/dY, write ``self.grads`` and return dLoss/dX."""
+        raise NotImplementedError(f"{type(self).__name__} must implement backward")
+
+    # -- helpers for subclasses ----------------------------------------------
+    @property
+    def xp(self):
+        """The array module of the backend the layer was built on."""
+        return self.backend_.xp
+
+    def _buffer(self, key, shape):
+        """A reusable array of ``shape`` (batch axis first) for training.
+
+        Buffers are sized for the largest batch seen and sliced for smaller
+        ones, so a training epoch allocates nothing after its first batch.
+        """
+        buf = self._buffers.get(key)
+        if buf is None or buf.shape[1:] != tuple(shape[1:]) or buf.shape[0] < shape[0]:
+            buf = self.xp.empty(shape, dtype=self.dtype_)
+            self._buffers[key] = buf
+        return buf[: shape[0]]
+
+    def release(self):
+        """Drop training caches and buffers; keep parameters (end of ``fit``)."""
+        self._buffers = {}
+        self._cache = {}
+
+    def to_backend(self, backend):
+        """Move the parameters (and gradients) of a built layer to ``backend``."""
+        self.backend_ = backend
+        self.params = {k: backend.asarray(v) for k, v in self.params.items()}
+        self.grads = {k: backend.asarray(v) for k, v in self.grads.items()}
+        self._buffers = {}
+        self._cache = {}
+        return self
+
+    @property
+    def is_built(self):
+        """Whether :meth:`build` has run."""
+        return hasattr(self, "params")
+
+    # -- pickling: NumPy state only -------------------------------------------
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        backend = state.pop("backend_", None)
+        state.pop("_buffers", None)
+        state.pop("_cache", None)
+        if backend is not None:
+            state["_backend_name"] = backend.name
+            for key in ("params", "grads"):
+                if key in state:
+                    state[key] = {k: backend.to_numpy(v) for k, v in state[key].items()}
+        return state
+
+    def __setstate__(self, state):
+        # Arrays come back as NumPy; the estimator moves them to its backend.
+        backend_name = state.pop("_backend_name", None)
+        super().__setstate__(state)
+        if backend_name is not None:
+            from sknet.backend import get_backend
+
+            self.backend_ = get_backend("cpu")
+            self._buffers = {}
+            self._cache = {}

@@ -1,0 +1,117 @@
+"""Fully connected layer."""
+
+from numbers import Integral
+
+from sknet._init import INITIALIZERS
+from sknet.backend import ACTIVATIONS, activation_needs_input
+from sknet.layers._base import Layer
+
+
+def _check_activation(activation):
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(
+            f"activation must be None or one of {sorted(ACTIVATIONS)}, "
+            f"got {activation!r}"
+        )
+
+
+class Dense(Layer):
+    """Fully connected layer, ``Y = f(X @ W + b)``.
+
+    The activation is applied in place on the layer's own output buffer, so a
+    ``Dense(..., activation="relu")`` costs no more memory than a bare one.
+
+    Parameters
+    ----------
+    units : int
+        Number of output features.
+    activation : str or None, default=None
+        One of :data:`sknet.backend.ACTIVATIONS` (``'identity'``, ``'logistic'``,
+        ``'tanh'``, ``'relu'``, ``'leaky_relu'``, ``'elu'``, ``'gelu'``,
+        ``'silu'``); ``None`` means identity.
+    use_bias : bool, default=True
+        Whether to add a learned bias ``b``.
+    init : {'glorot_uniform', 'he_uniform'} or callable, default='glorot_uniform'
+        Initializer; ``'glorot_uniform'`` is scikit-learn's MLP initialization.
+        A callable is called as ``init(rng, fan_in, fan_out, activation)`` and
+        returns float64 NumPy arrays ``(W, b)``.
+
+    Attributes
+    ----------
+    params : dict
+        ``'W'`` of shape ``(n_features, units)`` and, with ``use_bias``, ``'b'``
+        of shape ``(units,)``.
+
+    Notes
+    -----
+    Input shape: ``(batch, n_features)``, dense or (as a first layer) sparse.
+    Output shape: ``(batch, units)``.
+    """
+
+    accepts_sparse = True
+    regularized = ("W",)
+
+    def __init__(self, units, activation=None, *, use_bias=True, init="glorot_uniform"):
+        self.units = units
+        self.activation = activation
+        self.use_bias = use_bias
+        self.init = init
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if not isinstance(self.units, Integral) or isinstance(self.units, bool) or self.units < 1:
+            raise ValueError(f"units must be a positive integer, got {self.units!r}")
+        _check_activation(self.activation)
+        if not callable(self.init) and self.init not in INITIALIZERS:
+            raise ValueError(
+                f"init must be one of {sorted(INITIALIZERS)} or a callable, "
+                f"got {self.init!r}"
+            )
+        if len(self.input_shape_) != 1:
+            raise ValueError(
+                f"Dense expects flat samples of shape (n_features,), got "
+                f"{self.input_shape_}; put a Flatten() layer before it"
+            )
+        n_in, units = self.input_shape_[0], int(self.units)
+        init = self.init if callable(self.init) else INITIALIZERS[self.init]
+        W, b = init(rng, n_in, units, self.activation)
+        xp = backend.xp
+        self.params["W"] = backend.asarray(W, dtype)
+        self.grads["W"] = xp.zeros_like(self.params["W"])
+        if self.use_bias:
+            self.params["b"] = backend.asarray(b, dtype)
+            self.grads["b"] = xp.zeros_like(self.params["b"])
+        self.output_shape_ = (units,)
+        return self.output_shape_
+
+    def forward(self, X, *, training):
+        backend = self.backend_
+        n, units = X.shape[0], self.output_shape_[0]
+        act = self.activation or "identity"
+        Z = self._buffer("Z", (n, units)) if training else None
+        Z = backend.matmul(X, self.params["W"], out=Z)
+        if self.use_bias:
+            Z += self.params["b"]
+        Y = Z
+        if act != "identity":
+            keep_input = training and activation_needs_input(act)
+            Y = self._buffer("Y", (n, units)) if keep_input else Z
+            backend.activation_forward(act, Z, Y)
+        if training:
+            self._cache = {"X": X, "Y": Y, "Z": Z}
+        return Y
+
+    def backward(self, dY):
+        backend, cache = self.backend_, self._cache
+        act = self.activation or "identity"
+        dZ = dY
+        if act != "identity":
+            dZ = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
+        X = cache["X"]
+        backend.matmul(X.T, dZ, out=self.grads["W"])
+        if self.use_bias:
+            dZ.sum(axis=0, out=self.grads["b"])
+        if self.skip_input_grad:
+            return None
+        dX = self._buffer("dX", (dZ.shape[0], self.input_shape_[0]))
+        return backend.xp.matmul(dZ, self.params["W"].T, out=dX)

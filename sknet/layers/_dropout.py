@@ -1,0 +1,70 @@
+"""Inverted dropout."""
+
+from numbers import Real
+
+from sknet.layers._base import Layer
+
+
+class Dropout(Layer):
+    """Randomly zero a fraction ``rate`` of the inputs while training.
+
+    Kept inputs are scaled by ``1 / (1 - rate)`` ("inverted" dropout), so the
+    layer is the identity at prediction time. Masks are drawn on the backend
+    from a generator seeded by the estimator's ``random_state``.
+
+    Parameters
+    ----------
+    rate : float, default=0.5
+        Fraction of inputs to drop, in ``[0, 1)``.
+
+    Notes
+    -----
+    Input shape: any. Output shape: same as input.
+    """
+
+    def __init__(self, rate=0.5):
+        self.rate = rate
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if not isinstance(self.rate, Real) or not 0 <= self.rate < 1:
+            raise ValueError(f"rate must be a float in [0, 1), got {self.rate!r}")
+        self._seed = int(rng.randint(0, 2**31 - 1))
+        self._generator = None
+        self.output_shape_ = self.input_shape_
+        return self.output_shape_
+
+    def forward(self, X, *, training):
+        if not training or self.rate == 0:
+            return X
+        xp = self.xp
+        if self._generator is None:
+            self._generator = self.backend_.random_generator(self._seed)
+        u = self._generator.random(X.shape, dtype=self.dtype_)
+        mask = self._buffer("mask", X.shape)
+        xp.greater_equal(u, self.rate, out=mask)
+        mask *= 1.0 / (1.0 - self.rate)
+        Y = self._buffer("Y", X.shape)
+        xp.multiply(X, mask, out=Y)
+        self._cache = {"mask": mask}
+        return Y
+
+    def backward(self, dY):
+        if self.rate == 0:
+            return dY
+        dY *= self._cache["mask"]
+        return dY
+
+    def to_backend(self, backend):
+        self._generator = None
+        return super().to_backend(backend)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_generator", None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "_seed" in state:
+            self._generator = None
