@@ -21,6 +21,7 @@ loss                    output activation      per-sample value
 """
 
 from sknet.backend import get_array_module
+from sknet.backend._base import ACTIVATIONS
 
 
 class Loss:
@@ -140,12 +141,7 @@ class LogisticLogLoss(Loss):
     out_activation = "logistic"
 
     def output(self, Z):
-        xp = get_array_module(Z)
-        xp.negative(Z, out=Z)
-        xp.exp(Z, out=Z)
-        Z += 1
-        xp.reciprocal(Z, out=Z)
-        return Z
+        return ACTIVATIONS["logistic"].forward(get_array_module(Z), Z, Z)
 
     def per_sample(self, Z, Y, P):
         # softplus(z) - y z = max(z, 0) - y z + log1p(exp(-|z|))

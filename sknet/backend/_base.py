@@ -41,12 +41,14 @@ def _identity_backward(xp, dY, Y, Z, out):
 
 
 def _logistic_forward(xp, Z, out):
-    # 1 / (1 + exp(-Z)), without a temporary.
-    xp.negative(Z, out=out)
-    xp.exp(out, out=out)
-    out += 1
-    xp.reciprocal(out, out=out)
-    return out
+    # 1 / (1 + exp(-z)) without overflow: with t = exp(-|z|) in (0, 1],
+    # sigmoid(z) = 1 / (1 + t) for z >= 0 and t / (1 + t) for z < 0.
+    t = xp.abs(Z)
+    xp.negative(t, out=t)
+    xp.exp(t, out=t)
+    numerator = xp.where(Z >= 0, 1, t)
+    t += 1
+    return xp.divide(numerator, t, out=out)
 
 
 def _logistic_backward(xp, dY, Y, Z, out):

@@ -1,0 +1,139 @@
+"""Utilities for people writing their own layers."""
+
+import copy
+
+import numpy as np
+
+from sknet.backend import get_backend
+
+__all__ = ["check_layer_gradients"]
+
+
+def _run(layer, X, R):
+    """Forward a fresh copy of ``layer``; return loss <Y, R>, dX and grads."""
+    probe = copy.deepcopy(layer)
+    probe.to_backend(layer.backend_)
+    backend = layer.backend_
+    X = backend.asarray(X)
+    Y = probe.forward(X, training=True)
+    loss = float((backend.to_numpy(Y) * R).sum())
+    dX = probe.backward(backend.asarray(R.copy()))
+    grads = {k: backend.to_numpy(v).copy() for k, v in probe.grads.items()}
+    return loss, (None if dX is None else backend.to_numpy(dX)), grads
+
+
+def check_layer_gradients(
+    layer,
+    input_shape,
+    *,
+    n_samples=3,
+    eps=1e-6,
+    tol=1e-5,
+    random_state=0,
+    device="cpu",
+):
+    """Check a layer's ``backward`` against finite differences, in float64.
+
+    The layer is built in float64 on ``device`` with inputs drawn from a
+    standard normal. With a random projection ``R``, the scalar
+    ``L = sum(forward(X) * R)`` has ``dL/dY = R``; ``backward(R)`` must then
+    return ``dL/dX`` and write ``dL/dparam`` into ``grads``, which are compared
+    with central differences of ``L``. Each evaluation runs on a fresh copy of
+    the built layer, so random layers (dropout) draw the same mask every time.
+
+    Parameters
+    ----------
+    layer : Layer
+        An unbuilt layer (it is copied, never modified).
+    input_shape : tuple of int
+        Shape of one sample, without the batch axis.
+    n_samples : int, default=3
+        Batch size of the check.
+    eps : float, default=1e-6
+        Finite-difference step.
+    tol : float, default=1e-5
+        Largest accepted error, relative to the largest gradient entry of each
+        array.
+    random_state : int, default=0
+        Seeds the parameters, the input and ``R``.
+    device : str, default='cpu'
+        Backend to build the layer on.
+
+    Returns
+    -------
+    errors : dict of str to float
+        Worst relative error for the input (``'X'``) and each parameter.
+
+    Raises
+    ------
+    AssertionError
+        If any error exceeds ``tol``; the message names the worst array.
+
+    Examples
+    --------
+    >>> from sknet.layers import Dense
+    >>> from sknet.utils import check_layer_gradients
+    >>> errors = check_layer_gradients(Dense(4, activation="tanh"), (3,))
+    >>> sorted(errors)
+    ['X', 'W', 'b']
+    >>> max(errors.values()) < 1e-5
+    True
+    """
+    rng = np.random.RandomState(random_state)
+    backend = get_backend(device)
+    built = copy.deepcopy(layer)
+    out_shape = built.build(tuple(input_shape), backend=backend, dtype=np.float64, rng=rng)
+    X = rng.standard_normal((n_samples,) + tuple(input_shape))
+    R = rng.standard_normal((n_samples,) + tuple(out_shape))
+
+    _, dX, grads = _run(built, X, R)
+
+    def numeric(get, set_):
+        base = get().copy()
+        num = np.zeros_like(base)
+        flat = num.reshape(-1)
+        for i in range(base.size):
+            shifted = base.copy()
+            shifted.reshape(-1)[i] += eps
+            set_(shifted)
+            plus = _run(built, *args())[0]
+            shifted.reshape(-1)[i] -= 2 * eps
+            set_(shifted)
+            minus = _run(built, *args())[0]
+            flat[i] = (plus - minus) / (2 * eps)
+        set_(base)
+        return num
+
+    state = {"X": X}
+
+    def args():
+        return state["X"], R
+
+    def rel_error(analytic, numerical):
+        scale = max(np.abs(numerical).max(initial=0), np.abs(analytic).max(initial=0))
+        if scale == 0:
+            return 0.0
+        return float(np.abs(analytic - numerical).max() / scale)
+
+    errors = {}
+    if dX is not None:
+        num_dX = numeric(lambda: state["X"], lambda v: state.__setitem__("X", v))
+        errors["X"] = rel_error(dX, num_dX)
+    for key in built.params:
+
+        def get(key=key):
+            return backend.to_numpy(built.params[key])
+
+        def set_(value, key=key):
+            built.params[key] = backend.asarray(value)
+
+        errors[key] = rel_error(grads[key], numeric(get, set_))
+
+    worst = max(errors, key=errors.get) if errors else None
+    if worst is not None and errors[worst] > tol:
+        raise AssertionError(
+            f"{type(layer).__name__}: the gradient of {worst!r} is off by "
+            f"{errors[worst]:.3g} relative to finite differences (tol={tol:g}); "
+            f"all errors: {errors}"
+        )
+    return errors
