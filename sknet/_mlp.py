@@ -423,10 +423,11 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
             self._label_binarizer.y_type_ != "multilabel-indicator"
             and len(self.classes_) < 2
         ):
+            only = self.classes_[0]
+            only = only.item() if isinstance(only, np.generic) else only
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in "
-                "the data, but the data contains only one class: "
-                f"{self.classes_[0]!r}"
+                f"the data, but the data contains only one class: {only!r}"
             )
         Y = self._label_binarizer.transform(y).astype(bool)
         return X, Y
@@ -459,7 +460,9 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
             The target labels (or label indicator matrix for multilabel).
         classes : array-like of shape (n_classes,), default=None
             All classes across calls to partial_fit, ``np.unique(y_all)``.
-            Required on the first call, may be omitted afterwards.
+            Required on the first call, may be omitted afterwards; not needed
+            for a label indicator matrix (multilabel), whose columns are the
+            classes.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights.
 
@@ -469,12 +472,13 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
             The updated estimator.
         """
         self._validate_params()
+        multilabel = type_of_target(y).startswith("multilabel")
+        if multilabel and classes is None and getattr(self, "classes_", None) is None:
+            # A label indicator matrix names its classes by its columns.
+            classes = np.arange(np.shape(y)[1])
         if _check_partial_fit_first_call(self, classes):
             binarizer = LabelBinarizer()
-            if type_of_target(y).startswith("multilabel"):
-                binarizer.fit(y)
-            else:
-                binarizer.fit(classes)
+            binarizer.fit(y if multilabel else classes)
             self._label_binarizer = binarizer
             self.classes_ = binarizer.classes_
         return self._fit(X, y, sample_weight=sample_weight, incremental=True)

@@ -78,11 +78,12 @@ class StochasticOptimizer:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        backend = state.pop("backend")
-        state.pop("params")
-        state.pop("_tmp")
-        for name in self.state_names:
-            state[name] = [backend.to_numpy(s) for s in state[name]]
+        backend = state.pop("backend", None)
+        state.pop("params", None)
+        state.pop("_tmp", None)
+        if backend is not None:  # else unpickled and not yet rebound: NumPy already
+            for name in self.state_names:
+                state[name] = [backend.to_numpy(s) for s in state[name]]
         return state
 
     def __setstate__(self, state):
