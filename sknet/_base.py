@@ -527,6 +527,7 @@ class BaseNeuralNetwork(BaseEstimator):
             max_iter=self.max_iter,
             max_fun=self.max_fun,
             tol=self.tol,
+            verbose=bool(self.verbose),
         )
         unpack(x)
         if not np.isfinite(self.loss_):

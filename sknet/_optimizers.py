@@ -191,8 +191,11 @@ class Adam(StochasticOptimizer):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
 
 
-def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol):
+def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol, verbose=False):
     """Minimize ``fun(x) -> (loss, grad)`` with SciPy's L-BFGS-B.
+
+    With ``verbose``, prints scikit-learn's ``Iteration N, loss = ...`` line
+    after every iteration.
 
     Returns
     -------
@@ -208,11 +211,19 @@ def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol):
         When L-BFGS stopped before converging (``max_iter``/``max_fun`` reached
         or a line-search failure), as scikit-learn's MLP does.
     """
+    iteration = 0
+
+    def report(intermediate_result):
+        nonlocal iteration
+        iteration += 1
+        print("Iteration %d, loss = %.8f" % (iteration, intermediate_result.fun))
+
     result = scipy.optimize.minimize(
         fun,
         np.asarray(x0, dtype=np.float64),
         method="L-BFGS-B",
         jac=True,
+        callback=report if verbose else None,
         options={"maxfun": max_fun, "maxiter": max_iter, "gtol": tol},
     )
     if result.status != 0:

@@ -324,6 +324,14 @@ def test_verbose_prints_sklearn_lines(digits, capsys):
     assert "Validation score: " in out
 
 
+def test_verbose_lbfgs_prints_iterations(digits, capsys):
+    X, y = digits
+    MLPClassifier(solver="lbfgs", max_iter=3, verbose=True, random_state=0,
+                  device="cpu").fit(X, y)
+    out = capsys.readouterr().out
+    assert re.search(r"^Iteration 3, loss = \d+\.\d{8}$", out, re.M)
+
+
 def test_silent_by_default(digits, capsys):
     X, y = digits
     MLPClassifier(max_iter=2, random_state=0, device="cpu").fit(X, y)
