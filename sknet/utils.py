@@ -75,7 +75,7 @@ def check_layer_gradients(
     >>> from sknet.utils import check_layer_gradients
     >>> errors = check_layer_gradients(Dense(4, activation="tanh"), (3,))
     >>> sorted(errors)
-    ['X', 'W', 'b']
+    ['W', 'X', 'b']
     >>> max(errors.values()) < 1e-5
     True
     """
