@@ -24,6 +24,16 @@ from sknet._optimizers import SGD, Adam, minimize_lbfgs
 from sknet.backend import get_backend
 
 _STOCHASTIC_SOLVERS = ("sgd", "adam")
+# Private attributes that live only while fit runs.
+_TRAINING_ONLY = (
+    "_best_params",
+    "_flat_params",
+    "_flat_grads",
+    "_grad_views",
+    "_n_regularized",
+    "_Xbatch",
+    "_random_state",
+)
 # Rows per chunk when predicting: large enough for efficient matrix products,
 # small enough that the activations of one chunk stay a few MB.
 _PREDICT_CHUNK = 8192
@@ -138,30 +148,55 @@ class BaseNeuralNetwork(BaseEstimator):
     def _np_dtype(self):
         return np.dtype(self.dtype)
 
-    def _params_and_grads(self):
-        params, grads = [], []
-        for layer in self.layers_:
-            for key, value in layer.params.items():
-                params.append(value)
-                grads.append(layer.grads[key])
-        return params, grads
-
-    def _regularized(self):
-        return [
-            (layer.params[key], layer.grads[key])
-            for layer in self.layers_
-            for key in layer.regularized
-        ]
+    def _params(self):
+        return [value for layer in self.layers_ for value in layer.params.values()]
 
     def _move_to(self, backend):
-        """Put every layer and the optimizer state on ``backend``."""
+        """Put every layer on ``backend`` (the optimizer follows when training)."""
         for layer in self.layers_:
             layer.to_backend(backend)
-        optimizer = getattr(self, "_optimizer", None)
-        if optimizer is not None:
-            optimizer.rebind(self._params_and_grads()[0], backend)
         self._backend = backend
         self.device_ = backend.name
+
+    def _prepare_training(self, backend):
+        """Lay all parameters and gradients out in two flat arrays on ``backend``.
+
+        Layers keep their ``params``/``grads`` dicts, whose entries become views
+        of the flat arrays; the optimizer then updates every parameter with a
+        few whole-array operations (one fused kernel on a GPU) per step.
+        """
+        self._move_to(backend)
+        xp, dtype = backend.xp, self._np_dtype
+        # Regularized parameters first: the L2 term is then one slice operation.
+        entries = [(layer, key) for layer in self.layers_ for key in layer.params]
+        entries.sort(key=lambda entry: entry[1] not in entry[0].regularized)
+        total = sum(int(layer.params[key].size) for layer, key in entries)
+        flat_params = xp.empty(total, dtype=dtype)
+        flat_grads = xp.zeros(total, dtype=dtype)
+        self._grad_views = []
+        self._n_regularized = 0
+        offset = 0
+        for layer, key in entries:
+            param = layer.params[key]
+            stop = offset + int(param.size)
+            flat_params[offset:stop] = param.reshape(-1)
+            layer.params[key] = flat_params[offset:stop].reshape(param.shape)
+            layer.grads[key] = flat_grads[offset:stop].reshape(param.shape)
+            self._grad_views.append((layer, key, layer.grads[key]))
+            if key in layer.regularized:
+                self._n_regularized = stop
+            offset = stop
+        self._flat_params, self._flat_grads = flat_params, flat_grads
+
+    def _check_grad_views(self):
+        """Fail clearly if a (custom) layer replaced a gradient array."""
+        for layer, key, view in self._grad_views:
+            if layer.grads[key] is not view:
+                raise TypeError(
+                    f"{type(layer).__name__}.backward replaced grads[{key!r}] with a "
+                    "new array; write gradients in place instead, e.g. "
+                    f"self.grads[{key!r}][...] = value"
+                )
 
     def _prediction_backend(self):
         """The backend to predict on, resolved once after fit or unpickling."""
@@ -200,8 +235,7 @@ class BaseNeuralNetwork(BaseEstimator):
             with backend.device_context():
                 if first_pass:
                     self._initialize(X.shape[1], Y.shape[1], backend)
-                elif backend != getattr(self, "_backend", None):
-                    self._move_to(backend)
+                self._prepare_training(backend)
                 if self.solver == "lbfgs":
                     self._fit_lbfgs(X, Y, sample_weight, backend)
                 else:
@@ -280,6 +314,7 @@ class BaseNeuralNetwork(BaseEstimator):
         optimizer = getattr(self, "_optimizer", None)
         if type(optimizer) is cls:
             # warm_start / partial_fit: keep moments and velocities.
+            optimizer.rebind(params, backend)
             optimizer.set_hyperparameters(**hyper)
             return optimizer
         return cls(params, backend, **hyper)
@@ -302,22 +337,18 @@ class BaseNeuralNetwork(BaseEstimator):
         Z = self._forward(X, training=True)
         loss, dZ = self._loss(Z, Y, sample_weight, sw_sum)
         self._backward(dZ)
-        if self.alpha > 0:
-            xp = self._backend.xp
-            penalty = 0.0
-            scale = self.alpha / sw_sum
-            for W, gW in self._regularized():
-                flat = W.reshape(-1)
-                penalty = penalty + xp.vdot(flat, flat)
-                self._backend.add_scaled(gW, W, scale)
-            loss = loss + (0.5 * self.alpha / sw_sum) * penalty
+        if self.alpha > 0 and self._n_regularized:
+            W = self._flat_params[: self._n_regularized]
+            gW = self._flat_grads[: self._n_regularized]
+            self._backend.add_scaled(gW, W, self.alpha / sw_sum)
+            loss = loss + (0.5 * self.alpha / sw_sum) * self._backend.xp.vdot(W, W)
         return loss
 
     def _run_epoch(self, X, Y, sample_weight, order, batch_size, sw_sums):
         """One pass over the training rows in ``order``; returns the summed loss."""
         backend = self._backend
         xp = backend.xp
-        grads = self._grads
+        grads = [self._flat_grads]
         n = X.shape[0] if order is None else order.shape[0]
         total = xp.zeros((), dtype=np.float64)
         for i, start in enumerate(range(0, n, batch_size)):
@@ -334,8 +365,11 @@ class BaseNeuralNetwork(BaseEstimator):
                 wb = None if sample_weight is None else xp.take(sample_weight, idx)
             sw_sum = (stop - start) if sw_sums is None else float(sw_sums[i])
             loss = self._loss_and_gradients(Xb, Yb, wb, sw_sum)
+            if i == 0:
+                self._check_grad_views()
             self._optimizer.step(grads)
             total = total + loss * (stop - start)
+        self._check_grad_views()
         return total
 
     def _batch_buffer(self, X, n_rows):
@@ -379,7 +413,7 @@ class BaseNeuralNetwork(BaseEstimator):
         Y_dev = backend.asarray(Y, dtype)
         w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
 
-        params, self._grads = self._params_and_grads()
+        params = [self._flat_params]
         self._optimizer = self._make_optimizer(params, backend)
         if early_stopping:
             self._best_params = [p.copy() for p in params]
@@ -488,9 +522,7 @@ class BaseNeuralNetwork(BaseEstimator):
                 self._no_improvement_count = 0
             if score > self.best_validation_score_:
                 self.best_validation_score_ = score
-                params = self._optimizer.params
-                for best, p in zip(self._best_params, params):
-                    best[...] = p
+                self._best_params[0][...] = self._flat_params
         else:
             if self.loss_curve_[-1] > self.best_loss_ - self.tol:
                 self._no_improvement_count += 1
@@ -507,20 +539,17 @@ class BaseNeuralNetwork(BaseEstimator):
         w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
         sw_sum = X.shape[0] if sample_weight is None else float(sample_weight.sum())
         self._batch_size_in_use = X.shape[0]
-        params, grads = self._params_and_grads()
-        bounds = np.cumsum([0] + [p.size for p in params])
+        flat_params, flat_grads = self._flat_params, self._flat_grads
 
         def unpack(x):
-            for p, start, stop in zip(params, bounds[:-1], bounds[1:]):
-                p[...] = backend.asarray(x[start:stop].reshape(p.shape), dtype)
+            flat_params[...] = backend.asarray(x, dtype)
 
         def loss_and_grad(x):
             unpack(x)
             loss = self._loss_and_gradients(X_dev, Y_dev, w_dev, sw_sum)
-            grad = np.concatenate([backend.to_numpy(g).ravel() for g in grads])
-            return float(loss), grad.astype(np.float64)
+            return float(loss), backend.to_numpy(flat_grads).astype(np.float64)
 
-        x0 = np.concatenate([backend.to_numpy(p).ravel() for p in params])
+        x0 = backend.to_numpy(flat_params)
         x, self.loss_, self.n_iter_ = minimize_lbfgs(
             loss_and_grad,
             x0,
@@ -539,7 +568,7 @@ class BaseNeuralNetwork(BaseEstimator):
     # -- end of fit -------------------------------------------------------------
     def _check_finite_weights(self, backend):
         xp = backend.xp
-        params, _ = self._params_and_grads()
+        params = self._params()
         if not all(bool(xp.isfinite(p).all()) for p in params):
             raise _Diverged(
                 "Solver produced non-finite parameter weights. The input data may "
@@ -551,7 +580,7 @@ class BaseNeuralNetwork(BaseEstimator):
     def _snapshot(self):
         """Copy the fitted state, to restore a model a failed fit would corrupt."""
         state = {k: copy.copy(v) for k, v in vars(self).items()}
-        params = [p.copy() for p in self._params_and_grads()[0]]
+        params = [p.copy() for p in self._params()]
         optimizer = getattr(self, "_optimizer", None)
         opt_state = None
         if optimizer is not None:
@@ -570,14 +599,14 @@ class BaseNeuralNetwork(BaseEstimator):
             for name in list(vars(self)):
                 if name.endswith("_") and not name.startswith("__"):
                     delattr(self, name)
-            for name in ("_optimizer", "_loss", "_backend", "_best_params", "_grads"):
+            for name in ("_optimizer", "_loss", "_backend"):
                 self.__dict__.pop(name, None)
             return
         state, params, opt_state = snapshot
         self.__dict__.clear()
         self.__dict__.update(state)
         self._move_to(state.get("_backend") or backend)
-        for p, saved in zip(self._params_and_grads()[0], params):
+        for p, saved in zip(self._params(), params):
             p[...] = backend.asarray(saved)
         optimizer = getattr(self, "_optimizer", None)
         if optimizer is not None and opt_state is not None:
@@ -595,7 +624,7 @@ class BaseNeuralNetwork(BaseEstimator):
         loss = getattr(self, "_loss", None)
         if loss is not None:
             loss.release()
-        for name in ("_best_params", "_grads", "_Xbatch", "_random_state"):
+        for name in _TRAINING_ONLY:
             self.__dict__.pop(name, None)
         backend.release_memory()
 
@@ -632,7 +661,7 @@ class BaseNeuralNetwork(BaseEstimator):
         from sknet import __version__
 
         state = dict(super().__getstate__())
-        for name in ("_backend", "_random_state", "_best_params", "_grads", "_Xbatch"):
+        for name in ("_backend",) + _TRAINING_ONLY:
             state.pop(name, None)
         state["_sknet_version"] = __version__
         return state

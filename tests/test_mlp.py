@@ -608,3 +608,17 @@ def test_training_runs_on_every_device(device, digits_split):
     clf = MLPClassifier(max_iter=30, random_state=0, device=device).fit(X_train, y_train)
     assert clf.device_.startswith(device)
     assert clf.score(X_test, y_test) > 0.93
+
+
+def test_a_layer_replacing_its_gradient_arrays_is_caught(digits, monkeypatch):
+    X, y = digits
+    original = Dense.backward
+
+    def rebinding_backward(self, dY):
+        dX = original(self, dY)
+        self.grads["b"] = self.grads["b"].copy()  # breaks the in-place contract
+        return dX
+
+    monkeypatch.setattr(Dense, "backward", rebinding_backward)
+    with pytest.raises(TypeError, match=r"replaced grads\['b'\].*in place"):
+        MLPClassifier(max_iter=2, device="cpu").fit(X, y)
