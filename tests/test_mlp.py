@@ -1,5 +1,6 @@
 """Behaviour tests for sknet/_mlp.py (and the training loop of sknet/_base.py)."""
 
+import os
 import re
 import warnings
 
@@ -622,3 +623,21 @@ def test_a_layer_replacing_its_gradient_arrays_is_caught(digits, monkeypatch):
     monkeypatch.setattr(Dense, "backward", rebinding_backward)
     with pytest.raises(TypeError, match=r"replaced grads\['b'\].*in place"):
         MLPClassifier(max_iter=2, device="cpu").fit(X, y)
+
+
+MNIST_DIR = os.environ.get("SKNET_MNIST_DIR")
+
+
+@pytest.mark.skipif(not MNIST_DIR, reason="MNIST not configured (set SKNET_MNIST_DIR)")
+def test_mnist_accuracy_matches_sklearn():
+    from sknet.datasets import load_mnist
+
+    X, y = load_mnist(MNIST_DIR, subset="test")
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.2, stratify=y, random_state=0)
+    kw = dict(hidden_layer_sizes=(128,), batch_size=128, max_iter=15, random_state=0)
+    ours = MLPClassifier(device="cpu", **kw).fit(X_train, y_train)
+    theirs = sk.MLPClassifier(**kw).fit(X_train, y_train)
+    ours_acc, theirs_acc = ours.score(X_test, y_test), theirs.score(X_test, y_test)
+    assert abs(ours_acc - theirs_acc) <= 0.005
+    assert ours_acc > 0.93

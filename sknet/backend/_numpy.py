@@ -14,6 +14,8 @@ class NumpyBackend(Backend):
         super().__init__("cpu", np)
 
     def asarray(self, x, dtype=None):
+        if type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
+            x = x.get()  # device to host, e.g. moving a GPU-trained model to the CPU
         if sp.issparse(x):
             x = x.tocsr() if x.format != "csr" else x
             return x.astype(dtype, copy=False) if dtype is not None else x
