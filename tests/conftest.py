@@ -44,6 +44,15 @@ def backend(request):
     return make_backend(request.param)
 
 
+@pytest.fixture(scope="session")
+def digits():
+    """scikit-learn's digits, pixels scaled to [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y
+
+
 @pytest.fixture(params=DEVICE_PARAMS)
 def device(request):
     """Every device an estimator can train on here."""

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import neural_network as sk
 from sklearn.base import clone
-from sklearn.datasets import load_digits, make_multilabel_classification, make_regression
+from sklearn.datasets import make_multilabel_classification, make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import make_pipeline
@@ -21,12 +21,6 @@ from sknet import MLPClassifier, MLPRegressor
 from sknet.layers import Dense, Dropout
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return X / 16.0, y
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import joblib
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from sklearn.datasets import load_digits, make_regression
+from sklearn.datasets import make_regression
 
 import sknet
 import sknet.backend as backend_module
@@ -20,14 +20,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 
 @pytest.fixture(scope="module")
-def data():
-    X, y = load_digits(return_X_y=True)
-    return X / 16.0, y
-
-
-@pytest.fixture(scope="module")
-def fitted(data):
-    X, y = data
+def fitted(digits):
+    X, y = digits
     return MLPClassifier(hidden_layer_sizes=(32, 16), dropout=0.1, max_iter=5,
                          random_state=0, device="cpu").fit(X, y)
 
@@ -50,15 +44,15 @@ def referenced_globals(obj):
     return unpickler.globals
 
 
-def test_pickle_round_trip_gives_identical_predictions(fitted, data):
-    X, _ = data
+def test_pickle_round_trip_gives_identical_predictions(fitted, digits):
+    X, _ = digits
     restored = pickle.loads(pickle.dumps(fitted))
     assert_array_equal(restored.predict_proba(X), fitted.predict_proba(X))
     assert_array_equal(restored.predict(X), fitted.predict(X))
 
 
-def test_joblib_round_trip_gives_identical_predictions(fitted, data, tmp_path):
-    X, _ = data
+def test_joblib_round_trip_gives_identical_predictions(fitted, digits, tmp_path):
+    X, _ = digits
     path = tmp_path / "model.joblib"
     joblib.dump(fitted, path)
     restored = joblib.load(path)
@@ -88,8 +82,8 @@ def test_pickle_holds_only_numpy_and_plain_python(fitted):
         assert all(type(v) is np.ndarray for v in layer_state["params"].values())
 
 
-def test_training_continues_after_loading(fitted, data):
-    X, y = data
+def test_training_continues_after_loading(fitted, digits):
+    X, y = digits
     restored = pickle.loads(pickle.dumps(fitted))
     t = restored._optimizer.t
     restored.partial_fit(X, y)
@@ -112,9 +106,9 @@ def test_same_version_loads_silently(fitted):
         pickle.loads(pickle.dumps(fitted))
 
 
-def test_cuda_model_loads_and_predicts_without_cupy(fitted, data, monkeypatch):
+def test_cuda_model_loads_and_predicts_without_cupy(fitted, digits, monkeypatch):
     """A model trained on CUDA pickles NumPy state; without CuPy it predicts on CPU."""
-    X, _ = data
+    X, _ = digits
     expected = fitted.predict_proba(X)
     gpu_model = pickle.loads(pickle.dumps(fitted))
     gpu_model.device_ = "cuda:0"  # what a fit on a GPU records
@@ -136,12 +130,12 @@ def test_cuda_model_loads_and_predicts_without_cupy(fitted, data, monkeypatch):
         backend_module.cuda_device_count.cache_clear()
 
 
-def test_deepcopy_and_clone_of_fitted_model(fitted, data):
+def test_deepcopy_and_clone_of_fitted_model(fitted, digits):
     import copy
 
     from sklearn.base import clone
 
-    X, _ = data
+    X, _ = digits
     twin = copy.deepcopy(fitted)
     assert_array_equal(twin.predict(X), fitted.predict(X))
     assert not hasattr(clone(fitted), "layers_")
