@@ -242,15 +242,20 @@ class BaseNeuralNetwork(BaseEstimator):
                     self._fit_stochastic(X, Y, sample_weight, backend, incremental)
                 self._check_finite_weights(backend)
         except backend.out_of_memory_errors() as exc:
-            self._abort(snapshot, backend)
+            batch_size = getattr(self, "_batch_size_in_use", self.batch_size)
+            self._abort(snapshot)
             raise MemoryError(
                 f"{backend.name} ran out of memory while training with "
-                f"batch_size={self._batch_size_in_use}: {exc}. Use a smaller "
-                "batch_size, or device='cpu'."
+                f"batch_size={batch_size}: {exc}. Use a smaller batch_size, or "
+                "device='cpu'."
             ) from None
         except _Diverged as exc:
-            self._abort(snapshot, backend)
+            self._abort(snapshot)
             raise ValueError(str(exc)) from None
+        except Exception:
+            # Whatever failed, leave no half-trained model behind.
+            self._abort(snapshot)
+            raise
         finally:
             self._release(backend)
         self._export_fitted()
@@ -259,9 +264,15 @@ class BaseNeuralNetwork(BaseEstimator):
     def _initialize(self, n_features, n_outputs, backend):
         """Build the layers and reset every piece of fitted state (first fit)."""
         # Forget fitted state of an earlier fit (warm_start=False refit).
-        for name in ("_optimizer", "loss_", "best_loss_", "validation_scores_"):
-            if hasattr(self, name):
-                delattr(self, name)
+        for name in (
+            "_optimizer",
+            "loss_",
+            "best_loss_",
+            "loss_curve_",
+            "validation_scores_",
+            "best_validation_score_",
+        ):
+            self.__dict__.pop(name, None)
         self.n_iter_ = 0
         self.t_ = 0
         self.n_outputs_ = n_outputs
@@ -579,21 +590,12 @@ class BaseNeuralNetwork(BaseEstimator):
 
     def _snapshot(self):
         """Copy the fitted state, to restore a model a failed fit would corrupt."""
-        state = {k: copy.copy(v) for k, v in vars(self).items()}
+        state = {k: list(v) if isinstance(v, list) else v for k, v in vars(self).items()}
         params = [p.copy() for p in self._params()]
         optimizer = getattr(self, "_optimizer", None)
-        opt_state = None
-        if optimizer is not None:
-            opt_state = {
-                name: [s.copy() for s in getattr(optimizer, name)]
-                for name in optimizer.state_names
-            }
-            opt_state["__dict__"] = {
-                k: v for k, v in vars(optimizer).items() if not isinstance(v, list)
-            }
-        return state, params, opt_state
+        return state, params, None if optimizer is None else optimizer.snapshot()
 
-    def _abort(self, snapshot, backend):
+    def _abort(self, snapshot):
         """Undo a failed fit: restore the earlier model, or leave none at all."""
         if snapshot is None:
             for name in list(vars(self)):
@@ -602,20 +604,15 @@ class BaseNeuralNetwork(BaseEstimator):
             for name in ("_optimizer", "_loss", "_backend"):
                 self.__dict__.pop(name, None)
             return
-        state, params, opt_state = snapshot
+        state, params, optimizer_state = snapshot
         self.__dict__.clear()
         self.__dict__.update(state)
-        self._move_to(state.get("_backend") or backend)
+        backend = state.get("_backend") or get_backend("cpu")
+        self._move_to(backend)
         for p, saved in zip(self._params(), params):
             p[...] = backend.asarray(saved)
-        optimizer = getattr(self, "_optimizer", None)
-        if optimizer is not None and opt_state is not None:
-            for name in optimizer.state_names:
-                for s, saved in zip(getattr(optimizer, name), opt_state[name]):
-                    s[...] = saved
-            for k, v in opt_state["__dict__"].items():
-                if k not in ("params", "backend", "_tmp"):
-                    setattr(optimizer, k, v)
+        if optimizer_state is not None:
+            self._optimizer.restore(optimizer_state)
 
     def _release(self, backend):
         """Free everything a fit allocated except the fitted model itself."""

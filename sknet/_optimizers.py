@@ -58,6 +58,24 @@ class StochasticOptimizer:
         """Update every parameter in place from its gradient."""
         raise NotImplementedError
 
+    def snapshot(self):
+        """Copies of the whole state, for :meth:`restore` after a failed fit."""
+        arrays = {name: [s.copy() for s in getattr(self, name)] for name in self.state_names}
+        scalars = {
+            k: v
+            for k, v in vars(self).items()
+            if k not in self.state_names and k not in ("params", "backend", "_tmp")
+        }
+        return arrays, scalars
+
+    def restore(self, snapshot):
+        """Put back the state saved by :meth:`snapshot`, in place."""
+        arrays, scalars = snapshot
+        for name, saved in arrays.items():
+            for state, value in zip(getattr(self, name), saved):
+                state[...] = self.backend.asarray(value) if hasattr(self, "backend") else value
+        self.__dict__.update(scalars)
+
     def iteration_ends(self, time_step):
         """Called at the end of each epoch with the number of samples seen."""
 

@@ -433,8 +433,13 @@ def test_partial_fit_unavailable_for_lbfgs():
 
 def test_partial_fit_refuses_early_stopping(digits):
     X, y = digits
+    from sklearn.exceptions import NotFittedError
+
+    clf = MLPClassifier(early_stopping=True, device="cpu")
     with pytest.raises(ValueError, match="partial_fit does not support early_stopping"):
-        MLPClassifier(early_stopping=True, device="cpu").partial_fit(X, y, classes=np.unique(y))
+        clf.partial_fit(X, y, classes=np.unique(y))
+    with pytest.raises(NotFittedError):  # no untrained model left behind
+        clf.predict(X)
 
 
 def test_warm_start_continues_training(digits):
@@ -635,3 +640,28 @@ def test_mnist_accuracy_matches_sklearn():
     ours_acc, theirs_acc = ours.score(X_test, y_test), theirs.score(X_test, y_test)
     assert abs(ours_acc - theirs_acc) <= 0.005
     assert ours_acc > 0.93
+
+
+def test_a_failing_first_fit_leaves_no_fitted_model(digits, monkeypatch):
+    from sklearn.exceptions import NotFittedError
+
+    X, y = digits
+
+    def broken_epoch(self, *args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(MLPClassifier, "_run_epoch", broken_epoch)
+    clf = MLPClassifier(device="cpu")
+    with pytest.raises(RuntimeError, match="boom"):
+        clf.fit(X, y)
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
+
+
+def test_refit_with_another_solver_forgets_the_old_curves(digits):
+    X, y = digits
+    clf = MLPClassifier(max_iter=3, early_stopping=True, random_state=0, device="cpu")
+    clf.fit(X, y)
+    clf.set_params(solver="lbfgs", early_stopping=False).fit(X, y)
+    for name in ("loss_curve_", "validation_scores_", "best_validation_score_"):
+        assert not hasattr(clf, name)
