@@ -396,18 +396,50 @@ class BaseNeuralNetwork(BaseEstimator):
         if self.early_stopping and incremental:
             raise ValueError("partial_fit does not support early_stopping=True")
         dtype, rng = self._np_dtype, self._random_state
-        n_samples = X.shape[0]
-        train_idx = None
-        early_stopping = self.early_stopping
-        if early_stopping:
+        validation, train_idx = None, None
+        if self.early_stopping:
             train_idx, val_idx = self._validation_split(Y, rng)
-            X_val = backend.asarray(X[val_idx], dtype)
-            Y_val = Y[val_idx]
-            sw_val = None if sample_weight is None else sample_weight[val_idx]
-        else:
-            X_val = Y_val = sw_val = None
+            validation = (
+                backend.asarray(X[val_idx], dtype),
+                Y[val_idx],
+                None if sample_weight is None else sample_weight[val_idx],
+            )
+        n_train = X.shape[0] if train_idx is None else train_idx.shape[0]
+        batch_size = self._resolve_batch_size(n_train)
 
-        n_train = n_samples if train_idx is None else train_idx.shape[0]
+        # The data moves to the backend once; batches are gathered there.
+        X_dev = backend.asarray(X, dtype)
+        Y_dev = backend.asarray(Y, dtype)
+        w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
+        self._optimizer = self._make_optimizer([self._flat_params], backend)
+        if validation is not None:
+            self._best_params = self._flat_params.copy()
+
+        sample_idx = np.arange(n_train)
+        starts = np.arange(0, n_train, batch_size)
+        try:
+            self.n_iter_ = 0
+            for _ in range(self.max_iter):
+                if self.shuffle:  # the same draws as scikit-learn's MLP
+                    perm = np.arange(n_train)
+                    rng.shuffle(perm)
+                    sample_idx = sample_idx[perm]
+                rows = sample_idx if train_idx is None else train_idx[sample_idx]
+                ordered = self.shuffle or train_idx is not None
+                order = backend.asarray(rows) if ordered else None
+                sw_sums = None
+                if sample_weight is not None:
+                    sw_sums = np.add.reduceat(sample_weight[rows], starts)
+                total = self._run_epoch(X_dev, Y_dev, w_dev, order, batch_size, sw_sums)
+                if self._end_epoch(float(total) / n_train, n_train, validation, incremental):
+                    break
+        except KeyboardInterrupt:
+            warnings.warn("Training interrupted by user.")
+
+        if validation is not None:
+            self._flat_params[...] = self._best_params
+
+    def _resolve_batch_size(self, n_train):
         if self.batch_size == "auto":
             batch_size = min(200, n_train)
         else:
@@ -418,85 +450,45 @@ class BaseNeuralNetwork(BaseEstimator):
                 )
             batch_size = int(np.clip(self.batch_size, 1, n_train))
         self._batch_size_in_use = batch_size
+        return batch_size
 
-        # The data moves to the backend once; batches are gathered there.
-        X_dev = backend.asarray(X, dtype)
-        Y_dev = backend.asarray(Y, dtype)
-        w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
+    def _end_epoch(self, loss, n_train, validation, incremental):
+        """Record the epoch's loss, check it, and decide whether to stop."""
+        self.n_iter_ += 1
+        self.loss_ = loss
+        if not np.isfinite(loss):
+            raise _Diverged(
+                f"Training diverged: the loss became {loss} at iteration "
+                f"{self.n_iter_}. Lower learning_rate_init (currently "
+                f"{self.learning_rate_init}), scale the input features (e.g. with "
+                "StandardScaler), or increase alpha."
+            )
+        self.t_ += n_train
+        self.loss_curve_.append(loss)
+        if self.verbose:
+            print("Iteration %d, loss = %.8f" % (self.n_iter_, loss))
+        self._update_no_improvement_count(validation)
+        self._optimizer.iteration_ends(self.t_)
 
-        params = [self._flat_params]
-        self._optimizer = self._make_optimizer(params, backend)
-        if early_stopping:
-            self._best_params = [p.copy() for p in params]
-
-        sample_idx = np.arange(n_train)
-        starts = np.arange(0, n_train, batch_size)
-        try:
-            self.n_iter_ = 0
-            for _ in range(self.max_iter):
-                if self.shuffle:
-                    perm = np.arange(n_train)
-                    rng.shuffle(perm)
-                    sample_idx = sample_idx[perm]
-                rows = sample_idx if train_idx is None else train_idx[sample_idx]
-                ordered = self.shuffle or train_idx is not None
-                order = backend.asarray(rows) if ordered else None
-                sw_sums = None
-                if sample_weight is not None:
-                    sw_sums = np.add.reduceat(sample_weight[rows], starts)
-                total = self._run_epoch(
-                    X_dev, Y_dev, w_dev, order, batch_size, sw_sums
-                )
-                self.n_iter_ += 1
-                self.loss_ = float(total) / n_train
-                if not np.isfinite(self.loss_):
-                    raise _Diverged(
-                        f"Training diverged: the loss became {self.loss_} at "
-                        f"iteration {self.n_iter_}. Lower learning_rate_init "
-                        f"(currently {self.learning_rate_init}), scale the input "
-                        "features (e.g. with StandardScaler), or increase alpha."
-                    )
-                self.t_ += n_train
-                self.loss_curve_.append(self.loss_)
-                if self.verbose:
-                    print("Iteration %d, loss = %.8f" % (self.n_iter_, self.loss_))
-
-                self._update_no_improvement_count(early_stopping, X_val, Y_val, sw_val)
-                self._optimizer.iteration_ends(self.t_)
-
-                if self._no_improvement_count > self.n_iter_no_change:
-                    if early_stopping:
-                        msg = (
-                            "Validation score did not improve more than "
-                            "tol=%f for %d consecutive epochs."
-                            % (self.tol, self.n_iter_no_change)
-                        )
-                    else:
-                        msg = (
-                            "Training loss did not improve more than tol=%f"
-                            " for %d consecutive epochs."
-                            % (self.tol, self.n_iter_no_change)
-                        )
-                    if self._optimizer.trigger_stopping(msg, self.verbose):
-                        break
-                    self._no_improvement_count = 0
-
-                if incremental:
-                    break
-
-                if self.n_iter_ == self.max_iter:
-                    warnings.warn(
-                        "Stochastic Optimizer: Maximum iterations (%d) "
-                        "reached and the optimization hasn't converged yet."
-                        % self.max_iter,
-                        ConvergenceWarning,
-                    )
-        except KeyboardInterrupt:
-            warnings.warn("Training interrupted by user.")
-
-        if early_stopping:
-            for p, best in zip(params, self._best_params):
-                p[...] = best
+        if self._no_improvement_count > self.n_iter_no_change:
+            what = "Validation score" if validation is not None else "Training loss"
+            msg = "%s did not improve more than tol=%f for %d consecutive epochs." % (
+                what,
+                self.tol,
+                self.n_iter_no_change,
+            )
+            if self._optimizer.trigger_stopping(msg, self.verbose):
+                return True
+            self._no_improvement_count = 0
+        if incremental:
+            return True
+        if self.n_iter_ == self.max_iter:
+            warnings.warn(
+                "Stochastic Optimizer: Maximum iterations (%d) reached and the "
+                "optimization hasn't converged yet." % self.max_iter,
+                ConvergenceWarning,
+            )
+        return False
 
     def _validation_split(self, Y, rng):
         """Indices of a (stratified, for single-label classification) split."""
@@ -517,9 +509,15 @@ class BaseNeuralNetwork(BaseEstimator):
     def _stratify_labels(self, Y):
         return None
 
-    def _update_no_improvement_count(self, early_stopping, X_val, Y_val, sw_val):
-        if early_stopping:
-            P = self._backend.to_numpy(self._forward_output(X_val))
+    def _update_no_improvement_count(self, validation):
+        """scikit-learn's rule, on the validation score or the training loss."""
+        if validation is not None:
+            X_val, Y_val, sw_val = validation
+            chunks = [
+                self._backend.to_numpy(self._forward_output(X_val[i : i + _PREDICT_CHUNK]))
+                for i in range(0, X_val.shape[0], _PREDICT_CHUNK)
+            ]
+            P = np.concatenate(chunks)
             if not np.isfinite(P).all():
                 score = np.nan
             else:
@@ -533,7 +531,7 @@ class BaseNeuralNetwork(BaseEstimator):
                 self._no_improvement_count = 0
             if score > self.best_validation_score_:
                 self.best_validation_score_ = score
-                self._best_params[0][...] = self._flat_params
+                self._best_params[...] = self._flat_params
         else:
             if self.loss_curve_[-1] > self.best_loss_ - self.tol:
                 self._no_improvement_count += 1
