@@ -20,11 +20,13 @@ loss                    output activation      per-sample value
 ======================  =====================  ====================================
 """
 
+from abc import ABC, abstractmethod
+
 from sknet.backend import get_array_module
 from sknet.backend._base import ACTIVATIONS
 
 
-class Loss:
+class Loss(ABC):
     """A loss fused with its output activation.
 
     Attributes
@@ -41,13 +43,13 @@ class Loss:
     def __init__(self):
         self._grad = None
 
+    @abstractmethod
     def output(self, Z):
         """Apply the output activation to logits ``Z`` in place and return them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def per_sample(self, Z, Y, P):
         """Per-sample loss values (1-D) given logits, targets and activations."""
-        raise NotImplementedError
 
     def __call__(self, Z, Y, sample_weight=None, sw_sum=None):
         """Return ``(loss, dZ)`` for a batch; ``dZ`` is a reused buffer.

@@ -9,13 +9,14 @@ on the backend next to the parameters and survives ``warm_start`` and
 """
 
 import warnings
+from abc import ABC, abstractmethod
 
 import numpy as np
 import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 
 
-class StochasticOptimizer:
+class StochasticOptimizer(ABC):
     """Base class: a learning rate, in-place updates, end-of-epoch hooks.
 
     Parameters
@@ -54,9 +55,9 @@ class StochasticOptimizer:
         for name in self.state_names:
             setattr(self, name, [backend.asarray(s) for s in getattr(self, name)])
 
+    @abstractmethod
     def step(self, grads):
         """Update every parameter in place from its gradient."""
-        raise NotImplementedError
 
     def snapshot(self):
         """Copies of the whole state, for :meth:`restore` after a failed fit."""

@@ -120,11 +120,6 @@ class Layer(BaseEstimator):
         self._cache = {}
         return self
 
-    @property
-    def is_built(self):
-        """Whether :meth:`build` has run."""
-        return hasattr(self, "params")
-
     # -- pickling: NumPy state only -------------------------------------------
     def __getstate__(self):
         state = dict(super().__getstate__())
