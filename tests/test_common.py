@@ -12,7 +12,7 @@ tolerance. Nothing is marked as expected to fail.
 
 import pytest
 from sklearn.base import clone
-from sklearn.utils.estimator_checks import estimator_checks_generator
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sknet import MLPClassifier, MLPRegressor
 
@@ -31,21 +31,10 @@ FLOAT64_CHECKS = {
 }
 
 
-def _check_name(check):
-    return getattr(check, "func", check).__name__
-
-
-def _all_checks():
-    for estimator in ESTIMATORS:
-        for est, check in estimator_checks_generator(estimator, legacy=True, mark=None):
-            if _check_name(check) in FLOAT64_CHECKS:
-                est = clone(est).set_params(dtype="float64")
-            name = f"{type(est).__name__}({est.dtype})-{_check_name(check)}"
-            yield pytest.param(est, check, id=name)
-
-
 # The checks train on tiny data for few epochs: not converging is expected there.
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize("estimator, check", list(_all_checks()))
+@parametrize_with_checks(ESTIMATORS)
 def test_sklearn_compatible_estimator(estimator, check):
+    if getattr(check, "func", check).__name__ in FLOAT64_CHECKS:
+        estimator = clone(estimator).set_params(dtype="float64")
     check(estimator)
