@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet._losses import make_loss
 from sknet._optimizers import SGD, Adam, minimize_lbfgs
@@ -139,6 +140,57 @@ class BaseNeuralNetwork(BaseEstimator):
 
     def _export_fitted(self):
         """Set NumPy fitted attributes from the layers (subclasses extend)."""
+
+    # -- validation and the public fit ------------------------------------------
+    def _validate_X_predict(self, X):
+        check_is_fitted(self)
+        return validate_data(
+            self,
+            X,
+            accept_sparse=["csr", "csc"],
+            dtype=[self._np_dtype.type, np.float64, np.float32],
+            reset=False,
+        )
+
+    def _validate_Xy(self, X, y, reset, **kwargs):
+        return validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=["csr", "csc"],
+            multi_output=True,
+            dtype=[self._np_dtype.type, np.float64, np.float32],
+            reset=reset,
+            **kwargs,
+        )
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model to data matrix X and target(s) y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            The targets (class labels in classification, real numbers in
+            regression).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight=sample_weight, incremental=False)
+
+    def _check_solver(self):
+        if self.solver not in ("sgd", "adam"):
+            raise AttributeError(
+                "partial_fit is only available for stochastic optimizers. "
+                f"{self.solver} is not stochastic."
+            )
+        return True
 
     # -- fitted state helpers --------------------------------------------------
     def __sklearn_is_fitted__(self):

@@ -10,7 +10,6 @@ from numpy.testing import assert_allclose
 import sknet.backend as backend_module
 from sknet.backend import ACTIVATIONS, Backend, get_backend
 from sknet.backend._numpy import NumpyBackend
-
 from tests.conftest import HAVE_GPU, GenericBackend
 
 

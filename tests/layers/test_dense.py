@@ -10,7 +10,6 @@ from numpy.testing import assert_allclose
 from sknet.backend import ACTIVATIONS, get_backend
 from sknet.layers import Dense
 from sknet.utils import check_layer_gradients
-
 from tests.layers.test_activation import oracle
 
 

@@ -1,0 +1,201 @@
+"""What every sknet classifier shares: labels in, labels out, probabilities.
+
+:class:`NetworkClassifierMixin` turns a :class:`~sknet._base.BaseNeuralNetwork`
+into a classifier with scikit-learn's MLP rules: a ``LabelBinarizer`` encodes
+``y`` (softmax outputs for multiclass, logistic for binary and multilabel),
+``predict`` returns labels of the type given, ``partial_fit`` takes
+``classes=`` on its first call.
+"""
+
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.metrics import accuracy_score
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils import column_or_1d
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import (
+    check_classification_targets,
+    type_of_target,
+    unique_labels,
+)
+
+
+def _check_partial_fit_first_call(clf, classes):
+    """Set ``clf.classes_`` on the first call to partial_fit (sklearn's rule)."""
+    if getattr(clf, "classes_", None) is None and classes is None:
+        raise ValueError("classes must be passed on the first call to partial_fit.")
+    if classes is not None:
+        if getattr(clf, "classes_", None) is not None:
+            if not np.array_equal(clf.classes_, unique_labels(classes)):
+                raise ValueError(
+                    f"`classes={classes!r}` is not the same as on last call to "
+                    f"partial_fit, was: {clf.classes_!r}"
+                )
+        else:
+            return True
+    return False
+
+
+
+class NetworkClassifierMixin(ClassifierMixin):
+    """Classification on top of BaseNeuralNetwork; list it first in the bases."""
+
+    def _loss_name(self):
+        return "log_loss" if self._label_binarizer.y_type_ == "multiclass" else (
+            "binary_log_loss"
+        )
+
+    def _validate_input(self, X, y, incremental, reset):
+        X, y = self._validate_Xy(X, y, reset)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        # The rules of sklearn's MLP: (re)define classes_ on a fresh fit, else
+        # check that y's classes are compatible with the ones already seen.
+        if not hasattr(self, "classes_") or (not self.warm_start and not incremental):
+            self._label_binarizer = LabelBinarizer()
+            self._label_binarizer.fit(y)
+            self.classes_ = self._label_binarizer.classes_
+        else:
+            classes = unique_labels(y)
+            if self.warm_start and not incremental:
+                if set(classes) != set(self.classes_):
+                    raise ValueError(
+                        "warm_start can only be used where `y` has the same "
+                        "classes as in the previous call to fit. Previously "
+                        f"got {self.classes_}, `y` has {classes}"
+                    )
+            elif len(np.setdiff1d(classes, self.classes_, assume_unique=True)):
+                raise ValueError(
+                    "`y` has classes not in `self.classes_`. "
+                    f"`self.classes_` has {self.classes_}. 'y' has {classes}."
+                )
+        if (
+            self._label_binarizer.y_type_ != "multilabel-indicator"
+            and len(self.classes_) < 2
+        ):
+            only = self.classes_[0]
+            only = only.item() if isinstance(only, np.generic) else only
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in "
+                f"the data, but the data contains only one class: {only!r}"
+            )
+        Y = self._label_binarizer.transform(y).astype(bool)
+        return X, Y
+
+    def _stratify_labels(self, Y):
+        if self._label_binarizer.y_type_ == "multilabel-indicator":
+            return None
+        return Y[:, 0] if Y.shape[1] == 1 else Y.argmax(axis=1)
+
+    def _labels_from_outputs(self, P):
+        if self.n_outputs_ == 1:
+            P = P.ravel()
+        return self._label_binarizer.inverse_transform(P)
+
+    def _validation_score(self, Y_true, P, sample_weight):
+        y_true = self._labels_from_outputs(Y_true.astype(P.dtype))
+        return accuracy_score(
+            y_true, self._labels_from_outputs(P), sample_weight=sample_weight
+        )
+
+    @available_if(lambda est: est._check_solver())
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Update the model with a single epoch over the given data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+        y : array-like of shape (n_samples,) or (n_samples, n_classes)
+            The target labels (or label indicator matrix for multilabel).
+        classes : array-like of shape (n_classes,), default=None
+            All classes across calls to partial_fit, ``np.unique(y_all)``.
+            Required on the first call, may be omitted afterwards; not needed
+            for a label indicator matrix (multilabel), whose columns are the
+            classes.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+        """
+        self._validate_params()
+        multilabel = type_of_target(y).startswith("multilabel")
+        if multilabel and classes is None and getattr(self, "classes_", None) is None:
+            # A label indicator matrix names its classes by its columns.
+            classes = np.arange(np.shape(y)[1])
+        if _check_partial_fit_first_call(self, classes):
+            binarizer = LabelBinarizer()
+            binarizer.fit(y if multilabel else classes)
+            self._label_binarizer = binarizer
+            self.classes_ = binarizer.classes_
+        return self._fit(X, y, sample_weight=sample_weight, incremental=True)
+
+    def predict(self, X):
+        """Predict class labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            The predicted classes (a label indicator matrix for multilabel).
+        """
+        X = self._validate_X_predict(X)
+        return self._labels_from_outputs(self._predict_outputs(X))
+
+    def predict_proba(self, X):
+        """Probability estimates.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        y_prob : ndarray of shape (n_samples, n_classes)
+            Probability of each class, in the order of ``classes_``.
+        """
+        X = self._validate_X_predict(X)
+        P = self._predict_outputs(X)
+        if self.n_outputs_ == 1:
+            p = P[:, 0]
+            return np.column_stack([1 - p, p])
+        return P
+
+    def predict_log_proba(self, X):
+        """Log of probability estimates, computed stably from the logits.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The input data.
+
+        Returns
+        -------
+        log_y_prob : ndarray of shape (n_samples, n_classes)
+            ``log(predict_proba(X))``, finite even where a probability
+            underflows to 0.
+        """
+        X = self._validate_X_predict(X)
+        Z = self._predict_outputs(X, raw=True)
+        if self.out_activation_ == "softmax":
+            Z = Z - Z.max(axis=1, keepdims=True)
+            return Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+        # log sigmoid(z) = -softplus(-z); log(1 - sigmoid(z)) = -softplus(z)
+        log_p = -np.logaddexp(0, -Z)
+        if self.n_outputs_ == 1:
+            return np.column_stack([-np.logaddexp(0, Z[:, 0]), log_p[:, 0]])
+        return log_p
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        return tags
