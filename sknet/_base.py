@@ -40,6 +40,130 @@ _TRAINING_ONLY = (
 _PREDICT_CHUNK = 8192
 
 
+TRAINING_PARAMETERS_DOC = """
+    solver : {'lbfgs', 'sgd', 'adam'}, default='adam'
+        ``'adam'`` and ``'sgd'`` train by mini-batches on the backend;
+        ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
+
+    alpha : float, default=0.0001
+        Strength of the L2 penalty, divided by the (weighted) batch size.
+
+    batch_size : int or 'auto', default='auto'
+        Mini-batch size for the stochastic solvers; ``'auto'`` is
+        ``min(200, n_samples)``.
+
+    learning_rate : {'constant', 'invscaling', 'adaptive'}, default='constant'
+        Learning-rate schedule, for ``solver='sgd'`` only.
+
+    learning_rate_init : float, default=0.001
+        Initial learning rate (``'sgd'`` and ``'adam'``).
+
+    power_t : float, default=0.5
+        Exponent of ``'invscaling'``.
+
+    max_iter : int, default=200
+        Maximum number of epochs (stochastic solvers) or iterations (lbfgs).
+
+    shuffle : bool, default=True
+        Whether to shuffle samples in each epoch (stochastic solvers).
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weight initialization, the shuffling, the dropout masks and
+        the early-stopping split. Pass an int for reproducible results.
+
+    tol : float, default=1e-4
+        Tolerance: training stops when the loss (or validation score) does not
+        improve by ``tol`` for ``n_iter_no_change`` epochs.
+
+    verbose : bool, default=False
+        Print the loss after every epoch.
+
+    warm_start : bool, default=False
+        Reuse the weights, and the optimizer's state, of the previous fit.
+
+    momentum : float, default=0.9
+        Momentum of ``solver='sgd'``.
+
+    nesterovs_momentum : bool, default=True
+        Whether ``'sgd'`` uses Nesterov's momentum.
+
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the data (stratified for
+        classification) and stop when its score stops improving; the weights of
+        the best epoch are restored.
+
+    validation_fraction : float, default=0.1
+        Size of the early-stopping validation set.
+
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of Adam's moment estimates.
+
+    epsilon : float, default=1e-8
+        Adam's numerical-stability constant.
+
+    n_iter_no_change : int, default=10
+        Epochs without ``tol`` improvement before stopping.
+
+    max_fun : int, default=15000
+        Maximum number of loss evaluations, ``solver='lbfgs'`` only.
+
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default='auto'
+        Where to train: ``'auto'`` is the ``SKNET_DEVICE`` environment variable
+        if set, else the GPU when CuPy sees one, else the CPU.
+
+    dtype : {'float32', 'float64'}, default='float32'
+        Floating type of the weights and of the computation.
+"""
+
+FITTED_ATTRIBUTES_DOC = """
+    loss_ : float
+        The loss at the end of training (with the L2 penalty).
+
+    best_loss_ : float or None
+        The minimum loss reached; ``None`` with ``early_stopping=True``.
+
+    loss_curve_ : list of float
+        The loss after each epoch (stochastic solvers only).
+
+    validation_scores_ : list of float or None
+        The validation score after each epoch with ``early_stopping=True``.
+
+    best_validation_score_ : float or None
+        The best validation score with ``early_stopping=True``.
+
+    t_ : int
+        Number of training samples seen by the solver.
+
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` had string column names.
+
+    n_iter_ : int
+        Number of epochs (or lbfgs iterations) run by the last call to fit.
+
+    n_outputs_ : int
+        Number of outputs.
+
+    out_activation_ : str
+        Name of the output activation.
+
+    layers_ : list of Layer
+        The built layers (sknet only).
+
+    device_ : str
+        The device the model was trained on, e.g. ``'cpu'`` or ``'cuda:0'``.
+"""
+
+
+def fill_doc(cls, **sections):
+    """Put the shared parameter and attribute lists into ``cls``'s docstring."""
+    if cls.__doc__:  # None under python -OO
+        for name, text in sections.items():
+            cls.__doc__ = cls.__doc__.replace(f"    %({name})s", text.strip("\n") + "\n")
+
+
 class SknetVersionWarning(UserWarning):
     """A model pickled by one sknet version was loaded by another."""
 
@@ -202,6 +326,12 @@ class BaseNeuralNetwork(BaseEstimator):
 
     def _params(self):
         return [value for layer in self.layers_ for value in layer.params.values()]
+
+    def _weights(self):
+        """Parameters and non-trained state (running statistics): the model."""
+        return self._params() + [
+            value for layer in self.layers_ for value in getattr(layer, "state", {}).values()
+        ]
 
     def _move_to(self, backend):
         """Put every layer on ``backend`` (the optimizer follows when training)."""
@@ -465,7 +595,7 @@ class BaseNeuralNetwork(BaseEstimator):
         w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
         self._optimizer = self._make_optimizer([self._flat_params], backend)
         if validation is not None:
-            self._best_params = self._flat_params.copy()
+            self._best_params = [w.copy() for w in self._weights()]
 
         sample_idx = np.arange(n_train)
         starts = np.arange(0, n_train, batch_size)
@@ -489,7 +619,8 @@ class BaseNeuralNetwork(BaseEstimator):
             warnings.warn("Training interrupted by user.")
 
         if validation is not None:
-            self._flat_params[...] = self._best_params
+            for weight, best in zip(self._weights(), self._best_params):
+                weight[...] = best
 
     def _resolve_batch_size(self, n_train):
         if self.batch_size == "auto":
@@ -583,7 +714,8 @@ class BaseNeuralNetwork(BaseEstimator):
                 self._no_improvement_count = 0
             if score > self.best_validation_score_:
                 self.best_validation_score_ = score
-                self._best_params[...] = self._flat_params
+                for best, weight in zip(self._best_params, self._weights()):
+                    best[...] = weight
         else:
             if self.loss_curve_[-1] > self.best_loss_ - self.tol:
                 self._no_improvement_count += 1
@@ -641,7 +773,7 @@ class BaseNeuralNetwork(BaseEstimator):
     def _snapshot(self):
         """Copy the fitted state, to restore a model a failed fit would corrupt."""
         state = {k: list(v) if isinstance(v, list) else v for k, v in vars(self).items()}
-        params = [p.copy() for p in self._params()]
+        params = [w.copy() for w in self._weights()]
         optimizer = getattr(self, "_optimizer", None)
         return state, params, None if optimizer is None else optimizer.snapshot()
 
@@ -659,7 +791,7 @@ class BaseNeuralNetwork(BaseEstimator):
         self.__dict__.update(state)
         backend = state.get("_backend") or get_backend("cpu")
         self._move_to(backend)
-        for p, saved in zip(self._params(), params):
+        for p, saved in zip(self._weights(), params):
             p[...] = backend.asarray(saved)
         if optimizer_state is not None:
             self._optimizer.restore(optimizer_state)

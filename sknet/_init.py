@@ -3,12 +3,15 @@
 Drawing on the host (in float64, then cast) makes the initial weights the same
 on every backend and for every dtype, and lets ``MLPClassifier`` start from
 exactly the weights scikit-learn's MLP starts from for the same ``random_state``.
+
+An initializer is called as ``init(rng, weight_shape, n_biases, fan_in, fan_out,
+activation)`` and returns float64 NumPy arrays ``(W, b)``.
 """
 
 import numpy as np
 
 
-def glorot_uniform(rng, fan_in, fan_out, activation=None):
+def glorot_uniform(rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
     """scikit-learn's Glorot-uniform variant: weights *and* biases uniform.
 
     The bound is ``sqrt(factor / (fan_in + fan_out))`` with ``factor = 2`` for a
@@ -17,16 +20,16 @@ def glorot_uniform(rng, fan_in, fan_out, activation=None):
     """
     factor = 2.0 if activation == "logistic" else 6.0
     bound = np.sqrt(factor / (fan_in + fan_out))
-    W = rng.uniform(-bound, bound, (fan_in, fan_out))
-    b = rng.uniform(-bound, bound, fan_out)
+    W = rng.uniform(-bound, bound, weight_shape)
+    b = rng.uniform(-bound, bound, n_biases)
     return W, b
 
 
-def he_uniform(rng, fan_in, fan_out, activation=None):
+def he_uniform(rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
     """He-uniform weights, ``U(-sqrt(6 / fan_in), sqrt(6 / fan_in))``; zero biases."""
     bound = np.sqrt(6.0 / fan_in)
-    W = rng.uniform(-bound, bound, (fan_in, fan_out))
-    return W, np.zeros(fan_out)
+    W = rng.uniform(-bound, bound, weight_shape)
+    return W, np.zeros(n_biases)
 
 
 class SklearnGlorotUniform:
@@ -45,8 +48,8 @@ class SklearnGlorotUniform:
     def __init__(self, activation):
         self.activation = activation
 
-    def __call__(self, rng, fan_in, fan_out, activation=None):
-        return glorot_uniform(rng, fan_in, fan_out, self.activation)
+    def __call__(self, rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
+        return glorot_uniform(rng, weight_shape, n_biases, fan_in, fan_out, self.activation)
 
     def __repr__(self):
         return f"SklearnGlorotUniform({self.activation!r})"
@@ -56,3 +59,14 @@ INITIALIZERS = {
     "glorot_uniform": glorot_uniform,
     "he_uniform": he_uniform,
 }
+
+
+def initial_weights(init, rng, weight_shape, n_biases, fan_in, fan_out, activation):
+    """Draw ``(W, b)`` with ``init``, a name in :data:`INITIALIZERS` or a callable."""
+    if not callable(init):
+        if init not in INITIALIZERS:
+            raise ValueError(
+                f"init must be one of {sorted(INITIALIZERS)} or a callable, got {init!r}"
+            )
+        init = INITIALIZERS[init]
+    return init(rng, weight_shape, n_biases, fan_in, fan_out, activation)

@@ -9,13 +9,18 @@ from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 
-from sknet._base import BaseNeuralNetwork
+from sknet._base import (
+    FITTED_ATTRIBUTES_DOC,
+    TRAINING_PARAMETERS_DOC,
+    BaseNeuralNetwork,
+    fill_doc,
+)
 from sknet._classifier import NetworkClassifierMixin
 from sknet._init import SklearnGlorotUniform
 from sknet.backend import ACTIVATIONS
 from sknet.layers import Dense, Dropout
 
-_PARAMETERS_DOC = """
+_MLP_PARAMETERS_DOC = """
     hidden_layer_sizes : array-like of shape (n_layers - 2,), default=(100,)
         The ith element is the number of neurons in the ith hidden layer.
 
@@ -25,103 +30,12 @@ _PARAMETERS_DOC = """
         ``'leaky_relu'`` (slope 0.01), ``'elu'``, ``'gelu'`` (tanh
         approximation) and ``'silu'``.
 
-    solver : {'lbfgs', 'sgd', 'adam'}, default='adam'
-        ``'adam'`` and ``'sgd'`` train by mini-batches on the backend;
-        ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
-
-    alpha : float, default=0.0001
-        Strength of the L2 penalty, divided by the (weighted) batch size.
-
-    batch_size : int or 'auto', default='auto'
-        Mini-batch size for the stochastic solvers; ``'auto'`` is
-        ``min(200, n_samples)``.
-
-    learning_rate : {'constant', 'invscaling', 'adaptive'}, default='constant'
-        Learning-rate schedule, for ``solver='sgd'`` only.
-
-    learning_rate_init : float, default=0.001
-        Initial learning rate (``'sgd'`` and ``'adam'``).
-
-    power_t : float, default=0.5
-        Exponent of ``'invscaling'``.
-
-    max_iter : int, default=200
-        Maximum number of epochs (stochastic solvers) or iterations (lbfgs).
-
-    shuffle : bool, default=True
-        Whether to shuffle samples in each epoch (stochastic solvers).
-
-    random_state : int, RandomState instance or None, default=None
-        Seeds the weight initialization, the shuffling, the dropout masks and
-        the early-stopping split. Pass an int for reproducible results.
-
-    tol : float, default=1e-4
-        Tolerance: training stops when the loss (or validation score) does not
-        improve by ``tol`` for ``n_iter_no_change`` epochs.
-
-    verbose : bool, default=False
-        Print the loss after every epoch.
-
-    warm_start : bool, default=False
-        Reuse the weights, and the optimizer's state, of the previous fit.
-
-    momentum : float, default=0.9
-        Momentum of ``solver='sgd'``.
-
-    nesterovs_momentum : bool, default=True
-        Whether ``'sgd'`` uses Nesterov's momentum.
-
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the data (stratified for
-        classification) and stop when its score stops improving; the weights of
-        the best epoch are restored.
-
-    validation_fraction : float, default=0.1
-        Size of the early-stopping validation set.
-
-    beta_1, beta_2 : float, default=0.9, 0.999
-        Decay rates of Adam's moment estimates.
-
-    epsilon : float, default=1e-8
-        Adam's numerical-stability constant.
-
-    n_iter_no_change : int, default=10
-        Epochs without ``tol`` improvement before stopping.
-
-    max_fun : int, default=15000
-        Maximum number of loss evaluations, ``solver='lbfgs'`` only.
-
     dropout : float, default=0.0
         Dropout rate after every hidden layer while training (sknet only; not
         with ``solver='lbfgs'``).
-
-    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default='auto'
-        Where to train: ``'auto'`` is the ``SKNET_DEVICE`` environment variable
-        if set, else the GPU when CuPy sees one, else the CPU.
-
-    dtype : {'float32', 'float64'}, default='float32'
-        Floating type of the weights and of the computation.
 """
 
-_ATTRIBUTES_DOC = """
-    loss_ : float
-        The loss at the end of training (with the L2 penalty).
-
-    best_loss_ : float or None
-        The minimum loss reached; ``None`` with ``early_stopping=True``.
-
-    loss_curve_ : list of float
-        The loss after each epoch (stochastic solvers only).
-
-    validation_scores_ : list of float or None
-        The validation score after each epoch with ``early_stopping=True``.
-
-    best_validation_score_ : float or None
-        The best validation score with ``early_stopping=True``.
-
-    t_ : int
-        Number of training samples seen by the solver.
-
+_MLP_ATTRIBUTES_DOC = """
     coefs_ : list of ndarray
         ``coefs_[i]`` is the NumPy weight matrix of layer ``i`` (a view of the
         weights on the CPU, a copy when trained on a GPU).
@@ -129,29 +43,8 @@ _ATTRIBUTES_DOC = """
     intercepts_ : list of ndarray
         ``intercepts_[i]`` is the bias vector of layer ``i + 1``.
 
-    n_features_in_ : int
-        Number of features seen during fit.
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during fit, when ``X`` had string column names.
-
-    n_iter_ : int
-        Number of epochs (or lbfgs iterations) run by the last call to fit.
-
     n_layers_ : int
         Number of layers, input and output included.
-
-    n_outputs_ : int
-        Number of outputs.
-
-    out_activation_ : str
-        Name of the output activation.
-
-    layers_ : list of Layer
-        The built layers (sknet only).
-
-    device_ : str
-        The device the model was trained on, e.g. ``'cpu'`` or ``'cuda:0'``.
 """
 
 
@@ -224,6 +117,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
     ----------
     classes_ : ndarray or list of ndarray of shape (n_classes,)
         Class labels for each output.
+
     %(attributes)s
     See Also
     --------
@@ -480,7 +374,8 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
 
 
 for _cls in (MLPClassifier, MLPRegressor):
-    if _cls.__doc__:  # None under python -OO
-        _cls.__doc__ = _cls.__doc__.replace(
-            "    %(parameters)s", _PARAMETERS_DOC.strip("\n")
-        ).replace("    %(attributes)s", _ATTRIBUTES_DOC.strip("\n"))
+    fill_doc(
+        _cls,
+        parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
+        attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+    )

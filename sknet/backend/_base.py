@@ -149,6 +149,11 @@ def _silu_backward(xp, dY, Y, Z, out):
     return xp.multiply(dY, d, out=out)
 
 
+def conv_outsize(size, k, stride, pad):
+    """Output length of a convolution or pooling window sliding over ``size``."""
+    return (size + 2 * pad - k) // stride + 1
+
+
 def _copy(src, out):
     out[...] = src
     return out
@@ -307,3 +312,37 @@ class Backend:
         """``y += alpha * x`` in place."""
         y += alpha * x
         return y
+
+    # -- convolution ----------------------------------------------------------
+    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
+        """Patches of ``X`` (N, C, H, W) as an array of shape (C, kh, kw, N, OH, OW).
+
+        ``col[c, i, j, n, y, x]`` is pixel ``(y * sh + i - ph, x * sw + j - pw)`` of
+        channel ``c`` of image ``n``, or ``pad_value`` outside the image. Reshaped to
+        ``(C * kh * kw, N * OH * OW)`` it is the right operand of the convolution's
+        matrix product.
+        """
+        xp = self.xp
+        N, C, H, W = X.shape
+        OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
+        if ph or pw:
+            X = xp.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+        col = xp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                window = X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
+                col[:, i, j] = window.transpose(1, 0, 2, 3)
+        return col
+
+    def col2im(self, col, H, W, sh, sw, ph, pw):
+        """The adjoint of :meth:`im2col`: sum patches (C, kh, kw, N, OH, OW) into images."""
+        C, kh, kw, N, OH, OW = col.shape
+        X = self.xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=col.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw] += col[:, i, j].transpose(
+                    1, 0, 2, 3
+                )
+        if ph or pw:
+            X = self.xp.ascontiguousarray(X[:, :, ph : ph + H, pw : pw + W])
+        return X

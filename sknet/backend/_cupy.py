@@ -11,7 +11,7 @@ import cupyx.scipy.sparse as cpsp
 import numpy as np
 import scipy.sparse as sp
 
-from sknet.backend._base import ELU_ALPHA, LEAKY_RELU_SLOPE, Backend
+from sknet.backend._base import ELU_ALPHA, LEAKY_RELU_SLOPE, Backend, conv_outsize
 
 # Fused forward (in place allowed: out may alias z) and backward kernels.
 # Backward kernels receive the forward output y and the input z.
@@ -61,6 +61,49 @@ _sgd_kernel = cp.ElementwiseKernel(
     param += nesterov ? momentum * velocity - lr * grad : velocity;
     """,
     "sknet_sgd",
+)
+
+# im2col: one thread per column entry, in the (C, kh, kw, N, OH, OW) layout.
+_im2col_kernel = cp.ElementwiseKernel(
+    "raw T img, int32 N, int32 C, int32 H, int32 W, int32 kh, int32 kw, "
+    "int32 sh, int32 sw, int32 ph, int32 pw, int32 OH, int32 OW, T pad_value",
+    "T col",
+    """
+    int x = i % OW; int t = i / OW;
+    int y = t % OH; t /= OH;
+    int n = t % N; t /= N;
+    int j = t % kw; t /= kw;
+    int k = t % kh; int c = t / kh;
+    int in_y = y * sh + k - ph;
+    int in_x = x * sw + j - pw;
+    col = (in_y >= 0 && in_y < H && in_x >= 0 && in_x < W)
+        ? img[((n * C + c) * H + in_y) * W + in_x] : pad_value;
+    """,
+    "sknet_im2col",
+)
+
+# col2im: one thread per image pixel, summing every patch entry that saw it.
+_col2im_kernel = cp.ElementwiseKernel(
+    "raw T col, int32 N, int32 C, int32 H, int32 W, int32 kh, int32 kw, "
+    "int32 sh, int32 sw, int32 ph, int32 pw, int32 OH, int32 OW",
+    "T img",
+    """
+    int x = i % W; int t = i / W;
+    int y = t % H; t /= H;
+    int c = t % C; int n = t / C;
+    T total = 0;
+    for (int k = 0; k < kh; ++k) {
+        int yy = y + ph - k;
+        if (yy < 0 || yy % sh != 0 || yy / sh >= OH) continue;
+        for (int j = 0; j < kw; ++j) {
+            int xx = x + pw - j;
+            if (xx < 0 || xx % sw != 0 || xx / sw >= OW) continue;
+            total += col[((((c * kh + k) * kw + j) * N + n) * OH + yy / sh) * OW + xx / sw];
+        }
+    }
+    img = total;
+    """,
+    "sknet_col2im",
 )
 
 _forward_kernels = {}
@@ -145,6 +188,24 @@ class CupyBackend(Backend):
             return super().activation_backward(name, dY, Y, Z, out)
         # Kernels that only read y get it in place of z too.
         return _backward_kernel(name)(dY, Y, Y if Z is None else Z, out)
+
+    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
+        N, C, H, W = X.shape
+        OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
+        col = cp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype)
+        _im2col_kernel(
+            cp.ascontiguousarray(X), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW,
+            X.dtype.type(pad_value), col,
+        )
+        return col
+
+    def col2im(self, col, H, W, sh, sw, ph, pw):
+        C, kh, kw, N, OH, OW = col.shape
+        img = cp.empty((N, C, H, W), dtype=col.dtype)
+        _col2im_kernel(
+            cp.ascontiguousarray(col), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, img
+        )
+        return img
 
     def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
         dt = param.dtype.type

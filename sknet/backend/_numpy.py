@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from sknet.backend._base import Backend
+from sknet.backend._base import Backend, conv_outsize
 
 
 class NumpyBackend(Backend):
@@ -26,6 +26,21 @@ class NumpyBackend(Backend):
 
     def is_sparse(self, x):
         return sp.issparse(x)
+
+    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
+        # One strided view of all patches, copied once into the column layout.
+        N, C, H, W = X.shape
+        OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
+        if ph or pw:
+            X = np.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+        sN, sC, sH, sW = X.strides
+        patches = np.lib.stride_tricks.as_strided(
+            X,
+            shape=(C, kh, kw, N, OH, OW),
+            strides=(sC, sH, sW, sN, sH * sh, sW * sw),
+            writeable=False,
+        )
+        return np.ascontiguousarray(patches)
 
     def activation_forward(self, name, Z, out):
         if name == "logistic":

@@ -1,12 +1,28 @@
 """Layers: the building blocks of sknet's networks.
 
 Every layer follows the contract of :class:`Layer`: configured in ``__init__``,
-given parameters in ``build``, run with ``forward``/``backward``.
+given parameters in ``build``, run with ``forward``/``backward``. Check a layer
+you write with :func:`sknet.utils.check_layer_gradients`.
 """
 
 from sknet.layers._activation import Activation
 from sknet.layers._base import Layer
+from sknet.layers._conv import Conv2D
 from sknet.layers._dense import Dense
 from sknet.layers._dropout import Dropout
+from sknet.layers._normalization import BatchNorm
+from sknet.layers._pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
+from sknet.layers._reshape import Flatten
 
-__all__ = ["Activation", "Dense", "Dropout", "Layer"]
+__all__ = [
+    "Activation",
+    "AvgPool2D",
+    "BatchNorm",
+    "Conv2D",
+    "Dense",
+    "Dropout",
+    "Flatten",
+    "GlobalAvgPool2D",
+    "Layer",
+    "MaxPool2D",
+]

@@ -34,7 +34,10 @@ class Layer(BaseEstimator):
         Trainable parameters, created by :meth:`build`.
     grads : dict of str to array
         Gradients of the loss with respect to ``params``, written by
-        :meth:`backward`.
+        :meth:`backward` in place.
+    state : dict of str to array
+        Arrays a layer updates itself that are not trained (running statistics
+        of :class:`BatchNorm`); moved, copied and pickled like ``params``.
     backend_ : Backend
         The backend the layer was built on.
     dtype_ : numpy.dtype
@@ -76,6 +79,7 @@ class Layer(BaseEstimator):
         self.input_shape_ = tuple(int(d) for d in input_shape)
         self.params = {}
         self.grads = {}
+        self.state = {}
         self._buffers = {}
         self._cache = {}
         return self.input_shape_
@@ -114,8 +118,9 @@ class Layer(BaseEstimator):
     def to_backend(self, backend):
         """Move the parameters (and gradients) of a built layer to ``backend``."""
         self.backend_ = backend
-        self.params = {k: backend.asarray(v) for k, v in self.params.items()}
-        self.grads = {k: backend.asarray(v) for k, v in self.grads.items()}
+        for name in ("params", "grads", "state"):
+            arrays = getattr(self, name, {})
+            setattr(self, name, {k: backend.asarray(v) for k, v in arrays.items()})
         self._buffers = {}
         self._cache = {}
         return self
@@ -128,7 +133,7 @@ class Layer(BaseEstimator):
         state.pop("_cache", None)
         if backend is not None:
             state["_backend_name"] = backend.name
-            for key in ("params", "grads"):
+            for key in ("params", "grads", "state"):
                 if key in state:
                     state[key] = {k: backend.to_numpy(v) for k, v in state[key].items()}
         return state

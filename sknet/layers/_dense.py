@@ -2,7 +2,7 @@
 
 from numbers import Integral
 
-from sknet._init import INITIALIZERS
+from sknet._init import initial_weights
 from sknet.backend import ACTIVATIONS, activation_needs_input
 from sknet.layers._base import Layer
 
@@ -33,8 +33,8 @@ class Dense(Layer):
         Whether to add a learned bias ``b``.
     init : {'glorot_uniform', 'he_uniform'} or callable, default='glorot_uniform'
         Initializer; ``'glorot_uniform'`` is scikit-learn's MLP initialization.
-        A callable is called as ``init(rng, fan_in, fan_out, activation)`` and
-        returns float64 NumPy arrays ``(W, b)``.
+        A callable is called as ``init(rng, weight_shape, n_biases, fan_in,
+        fan_out, activation)`` and returns float64 NumPy arrays ``(W, b)``.
 
     Attributes
     ----------
@@ -62,19 +62,15 @@ class Dense(Layer):
         if not isinstance(self.units, Integral) or isinstance(self.units, bool) or self.units < 1:
             raise ValueError(f"units must be a positive integer, got {self.units!r}")
         _check_activation(self.activation)
-        if not callable(self.init) and self.init not in INITIALIZERS:
-            raise ValueError(
-                f"init must be one of {sorted(INITIALIZERS)} or a callable, "
-                f"got {self.init!r}"
-            )
         if len(self.input_shape_) != 1:
             raise ValueError(
                 f"Dense expects flat samples of shape (n_features,), got "
                 f"{self.input_shape_}; put a Flatten() layer before it"
             )
         n_in, units = self.input_shape_[0], int(self.units)
-        init = self.init if callable(self.init) else INITIALIZERS[self.init]
-        W, b = init(rng, n_in, units, self.activation)
+        W, b = initial_weights(
+            self.init, rng, (n_in, units), units, n_in, units, self.activation
+        )
         xp = backend.xp
         self.params["W"] = backend.asarray(W, dtype)
         self.grads["W"] = xp.zeros_like(self.params["W"])

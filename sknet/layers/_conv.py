@@ -1,0 +1,202 @@
+"""2-D convolution by im2col and one matrix product."""
+
+from numbers import Integral
+
+from sknet._init import initial_weights
+from sknet.backend import activation_needs_input
+from sknet.backend._base import conv_outsize
+from sknet.layers._base import Layer
+from sknet.layers._dense import _check_activation
+
+
+def pair(value, name):
+    """``value`` as a pair of positive ints (an int means the same for both)."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        value = (value, value)
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {value!r}")
+    return int(value[0]), int(value[1])
+
+
+def resolve_padding(padding, kernel, name="padding"):
+    """Padding as a pair of ints from ``'valid'``, ``'same'``, an int or a pair."""
+    if padding == "valid":
+        return 0, 0
+    if padding == "same":
+        if kernel[0] % 2 == 0 or kernel[1] % 2 == 0:
+            raise ValueError(
+                f"{name}='same' needs an odd window, got {kernel}; give the padding "
+                "as an int instead"
+            )
+        return (kernel[0] - 1) // 2, (kernel[1] - 1) // 2
+    if isinstance(padding, Integral) and not isinstance(padding, bool) and padding >= 0:
+        return int(padding), int(padding)
+    if (
+        isinstance(padding, (tuple, list))
+        and len(padding) == 2
+        and all(isinstance(p, Integral) and not isinstance(p, bool) and p >= 0 for p in padding)
+    ):
+        return int(padding[0]), int(padding[1])
+    raise ValueError(
+        f"{name} must be 'valid', 'same', a non-negative int or a pair of them, "
+        f"got {padding!r}"
+    )
+
+
+def check_image_shape(layer, input_shape):
+    if len(input_shape) != 3:
+        raise ValueError(
+            f"{type(layer).__name__} expects images of shape (channels, height, "
+            f"width), got samples of shape {tuple(input_shape)}"
+        )
+    return input_shape
+
+
+def output_size(layer, input_shape, kernel, stride, padding):
+    C, H, W = input_shape
+    OH = conv_outsize(H, kernel[0], stride[0], padding[0])
+    OW = conv_outsize(W, kernel[1], stride[1], padding[1])
+    if OH < 1 or OW < 1:
+        raise ValueError(
+            f"{type(layer).__name__}: the window {kernel} does not fit in images of "
+            f"size {(H, W)} with padding {padding}; use smaller windows or "
+            "padding='same'"
+        )
+    return OH, OW
+
+
+class Conv2D(Layer):
+    """2-D convolution, ``Y = f(W * X + b)``, on NCHW images.
+
+    Computed as im2col and one matrix product per batch: the patches of the
+    batch form a ``(C * kh * kw, N * OH * OW)`` matrix that the filters,
+    ``(filters, C * kh * kw)``, multiply at once.
+
+    Parameters
+    ----------
+    filters : int
+        Number of output channels.
+    kernel_size : int or (int, int), default=3
+        Height and width of the filters.
+    stride : int or (int, int), default=1
+        Step between windows.
+    padding : {'valid', 'same'}, int or (int, int), default='valid'
+        Zero padding: none, enough to keep the size at stride 1 (odd kernels),
+        or explicit rows/columns on each side.
+    activation : str or None, default=None
+        Activation applied in place (see :class:`Dense`).
+    use_bias : bool, default=True
+        Whether to add a learned bias per filter.
+    init : {'he_uniform', 'glorot_uniform'} or callable, default='he_uniform'
+        Initializer, with ``fan_in = C * kh * kw`` and
+        ``fan_out = filters * kh * kw``.
+
+    Attributes
+    ----------
+    params : dict
+        ``'W'`` of shape ``(filters, C, kh, kw)`` and ``'b'`` of shape ``(filters,)``.
+
+    Notes
+    -----
+    Input shape: ``(batch, C, H, W)``. Output shape: ``(batch, filters, OH, OW)``
+    with ``OH = (H + 2 * ph - kh) // sh + 1`` (likewise ``OW``).
+    """
+
+    regularized = ("W",)
+
+    def __init__(
+        self,
+        filters,
+        kernel_size=3,
+        *,
+        stride=1,
+        padding="valid",
+        activation=None,
+        use_bias=True,
+        init="he_uniform",
+    ):
+        self.filters = filters
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.padding = padding
+        self.activation = activation
+        self.use_bias = use_bias
+        self.init = init
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if (
+            not isinstance(self.filters, Integral)
+            or isinstance(self.filters, bool)
+            or self.filters < 1
+        ):
+            raise ValueError(f"filters must be a positive integer, got {self.filters!r}")
+        _check_activation(self.activation)
+        C, _, _ = check_image_shape(self, self.input_shape_)
+        self._kernel = pair(self.kernel_size, "kernel_size")
+        self._stride = pair(self.stride, "stride")
+        self._padding = resolve_padding(self.padding, self._kernel)
+        OH, OW = output_size(self, self.input_shape_, self._kernel, self._stride, self._padding)
+        F, (kh, kw) = int(self.filters), self._kernel
+        W, b = initial_weights(
+            self.init, rng, (F, C, kh, kw), F, C * kh * kw, F * kh * kw, self.activation
+        )
+        xp = backend.xp
+        self.params["W"] = backend.asarray(W, dtype)
+        self.grads["W"] = xp.zeros_like(self.params["W"])
+        if self.use_bias:
+            self.params["b"] = backend.asarray(b, dtype)
+            self.grads["b"] = xp.zeros_like(self.params["b"])
+        self.output_shape_ = (F, OH, OW)
+        return self.output_shape_
+
+    def forward(self, X, *, training):
+        backend, xp = self.backend_, self.xp
+        N = X.shape[0]
+        F, OH, OW = self.output_shape_
+        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
+        col = backend.im2col(X, kh, kw, sh, sw, ph, pw)
+        col = col.reshape(-1, N * OH * OW)
+        Wm = self.params["W"].reshape(F, -1)
+        Zm = self._buffer("Zm", (F, N * OH * OW)) if training else None
+        Zm = xp.matmul(Wm, col, out=Zm)
+        if self.use_bias:
+            Zm += self.params["b"][:, None]
+        # (F, N, OH, OW) -> NCHW, one copy
+        Z = self._buffer("Z", (N, F, OH, OW)) if training else xp.empty((N, F, OH, OW), X.dtype)
+        Z[...] = Zm.reshape(F, N, OH, OW).transpose(1, 0, 2, 3)
+        Y = Z
+        act = self.activation or "identity"
+        if act != "identity":
+            keep_input = training and activation_needs_input(act)
+            Y = self._buffer("Y", Z.shape) if keep_input else Z
+            backend.activation_forward(act, Z, Y)
+        if training:
+            self._cache = {"col": col, "Y": Y, "Z": Z, "N": N}
+        return Y
+
+    def backward(self, dY):
+        backend, xp, cache = self.backend_, self.xp, self._cache
+        act = self.activation or "identity"
+        dZ = dY
+        if act != "identity":
+            dZ = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
+        F, OH, OW = self.output_shape_
+        N = cache["N"]
+        dZm = self._buffer("dZm", (F, N, OH, OW))
+        dZm[...] = dZ.transpose(1, 0, 2, 3)
+        dZm = dZm.reshape(F, N * OH * OW)
+        Wm = self.params["W"].reshape(F, -1)
+        xp.matmul(dZm, cache["col"].T, out=self.grads["W"].reshape(F, -1))
+        if self.use_bias:
+            dZm.sum(axis=1, out=self.grads["b"])
+        if self.skip_input_grad:
+            return None
+        C, H, W = self.input_shape_
+        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
+        dcol = xp.matmul(Wm.T, dZm).reshape(C, kh, kw, N, OH, OW)
+        return backend.col2im(dcol, H, W, sh, sw, ph, pw)

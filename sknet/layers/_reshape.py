@@ -1,0 +1,25 @@
+"""Reshaping layers."""
+
+import math
+
+from sknet.layers._base import Layer
+
+
+class Flatten(Layer):
+    """Flatten each sample to one axis, e.g. images before a :class:`Dense`.
+
+    Notes
+    -----
+    Input shape: ``(batch, d1, d2, ...)``. Output shape: ``(batch, d1 * d2 * ...)``.
+    """
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        self.output_shape_ = (math.prod(self.input_shape_),)
+        return self.output_shape_
+
+    def forward(self, X, *, training):
+        return X.reshape(X.shape[0], -1)
+
+    def backward(self, dY):
+        return dY.reshape((dY.shape[0],) + self.input_shape_)
