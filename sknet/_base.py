@@ -262,6 +262,18 @@ class BaseNeuralNetwork(BaseEstimator):
     def _check_params(self):
         """Checks beyond ``_parameter_constraints`` (subclasses extend)."""
 
+    def _network_input_shape(self, n_features):
+        """Shape of one sample as the first layer sees it (images override)."""
+        return (n_features,)
+
+    def _network_input(self, X):
+        """A batch of validated rows as the first layer takes it (images override)."""
+        return X
+
+    def _output_layers(self, shape):
+        """Layers appended after ``_build_layers`` given its output shape."""
+        return []
+
     def _export_fitted(self):
         """Set NumPy fitted attributes from the layers (subclasses extend)."""
 
@@ -460,9 +472,12 @@ class BaseNeuralNetwork(BaseEstimator):
         self.n_outputs_ = n_outputs
         dtype, rng = self._np_dtype, self._random_state
         layers = [copy.deepcopy(layer) for layer in self._build_layers()]
-        shape = (n_features,)
+        shape = tuple(self._network_input_shape(n_features))
         for layer in layers:
             shape = tuple(layer.build(shape, backend=backend, dtype=dtype, rng=rng))
+        for layer in self._output_layers(shape):
+            shape = tuple(layer.build(shape, backend=backend, dtype=dtype, rng=rng))
+            layers.append(layer)
         if shape != (n_outputs,):
             raise ValueError(
                 f"The last layer outputs samples of shape {shape}, but the "
@@ -517,6 +532,7 @@ class BaseNeuralNetwork(BaseEstimator):
         backend = self._backend
         if backend.is_sparse(X) and not self.layers_[0].accepts_sparse:
             X = X.toarray()
+        X = self._network_input(X)
         for layer in self.layers_:
             X = layer.forward(X, training=training)
         return X
@@ -815,12 +831,11 @@ class BaseNeuralNetwork(BaseEstimator):
             Z = Z.copy()
         return self._loss.output(Z)
 
-    def _predict_outputs(self, X, raw=False):
+    def _predict_outputs(self, X):
         """Outputs for validated host data ``X``, in chunks, as NumPy arrays.
 
-        ``raw=True`` gives the logits, before the output activation. Outputs
-        have the model's dtype: a float32 model computes, and so returns, float32
-        whatever the input's dtype.
+        Outputs have the model's dtype: a float32 model computes, and so
+        returns, float32 whatever the input's dtype.
         """
         backend = self._prediction_backend()
         dtype = self._np_dtype
@@ -828,10 +843,7 @@ class BaseNeuralNetwork(BaseEstimator):
         with backend.device_context():
             for start in range(0, X.shape[0], _PREDICT_CHUNK):
                 Xb = backend.asarray(X[start : start + _PREDICT_CHUNK], dtype)
-                if raw:
-                    P = self._forward(Xb, training=False)
-                else:
-                    P = self._forward_output(Xb)
+                P = self._forward_output(Xb)
                 chunks.append(backend.to_numpy(P))
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 

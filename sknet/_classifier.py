@@ -167,11 +167,13 @@ class NetworkClassifierMixin(ClassifierMixin):
         P = self._predict_outputs(X)
         if self.n_outputs_ == 1:
             p = P[:, 0]
-            return np.column_stack([1 - p, p])
-        return P
+            P = np.column_stack([1 - p, p])
+        # Probabilities that underflow stay at the smallest normal number, so
+        # log(predict_proba) is finite, like predict_log_proba.
+        return np.maximum(P, np.finfo(P.dtype).tiny, out=P)
 
     def predict_log_proba(self, X):
-        """Log of probability estimates, computed stably from the logits.
+        """Log of probability estimates, ``log(predict_proba(X))``.
 
         Parameters
         ----------
@@ -181,19 +183,12 @@ class NetworkClassifierMixin(ClassifierMixin):
         Returns
         -------
         log_y_prob : ndarray of shape (n_samples, n_classes)
-            ``log(predict_proba(X))``, finite even where a probability
-            underflows to 0.
+            Finite: probabilities never underflow to 0 (they stop at the
+            smallest normal number of the model's dtype, ``log`` of which is
+            about -87 in float32).
         """
-        X = self._validate_X_predict(X)
-        Z = self._predict_outputs(X, raw=True)
-        if self.out_activation_ == "softmax":
-            Z = Z - Z.max(axis=1, keepdims=True)
-            return Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
-        # log sigmoid(z) = -softplus(-z); log(1 - sigmoid(z)) = -softplus(z)
-        log_p = -np.logaddexp(0, -Z)
-        if self.n_outputs_ == 1:
-            return np.column_stack([-np.logaddexp(0, Z[:, 0]), log_p[:, 0]])
-        return log_p
+        y_prob = self.predict_proba(X)
+        return np.log(y_prob, out=y_prob)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
