@@ -324,9 +324,9 @@ class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
 
     def _validate_X_predict(self, X):
         X, image_shape = self._split_images(X)
-        X = super()._validate_X_predict(X)
-        self._check_image_shape(image_shape)
-        return X
+        if hasattr(self, "input_shape_"):
+            self._check_image_shape(image_shape)
+        return super()._validate_X_predict(X)
 
     def _network_input_shape(self, n_features):
         return self.input_shape_
