@@ -325,24 +325,22 @@ class Backend:
         xp = self.xp
         N, C, H, W = X.shape
         OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
+        # Channels first once, so every patch copy below reads and writes alike.
+        X = xp.ascontiguousarray(X.transpose(1, 0, 2, 3))
         if ph or pw:
             X = xp.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
         col = xp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype)
         for i in range(kh):
             for j in range(kw):
-                window = X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
-                col[:, i, j] = window.transpose(1, 0, 2, 3)
+                col[:, i, j] = X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
         return col
 
     def col2im(self, col, H, W, sh, sw, ph, pw):
         """The adjoint of :meth:`im2col`: sum patches (C, kh, kw, N, OH, OW) into images."""
+        xp = self.xp
         C, kh, kw, N, OH, OW = col.shape
-        X = self.xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=col.dtype)
+        X = xp.zeros((C, N, H + 2 * ph, W + 2 * pw), dtype=col.dtype)
         for i in range(kh):
             for j in range(kw):
-                X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw] += col[:, i, j].transpose(
-                    1, 0, 2, 3
-                )
-        if ph or pw:
-            X = self.xp.ascontiguousarray(X[:, :, ph : ph + H, pw : pw + W])
-        return X
+                X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw] += col[:, i, j]
+        return xp.ascontiguousarray(X[:, :, ph : ph + H, pw : pw + W].transpose(1, 0, 2, 3))

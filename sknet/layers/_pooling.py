@@ -5,9 +5,7 @@ from sknet.layers._conv import check_image_shape, output_size, pair, resolve_pad
 
 
 class _Pool2D(Layer):
-    """Windows of ``pool_size`` every ``stride`` pixels, gathered with im2col."""
-
-    pad_value = 0.0
+    """Windows of ``pool_size`` every ``stride`` pixels, visited as strided views."""
 
     def __init__(self, pool_size=2, *, stride=None, padding="valid"):
         self.pool_size = pool_size
@@ -24,20 +22,25 @@ class _Pool2D(Layer):
         self.output_shape_ = (C, OH, OW)
         return self.output_shape_
 
-    def _windows(self, X):
-        """(C, kh * kw, N, OH, OW) view of the windows of a batch."""
-        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
-        col = self.backend_.im2col(X, kh, kw, sh, sw, ph, pw, pad_value=self.pad_value)
-        C, _, _, N, OH, OW = col.shape
-        return col.reshape(C, kh * kw, N, OH, OW)
+    def _offsets(self):
+        """Each window offset (i, j) with its strided slices of the padded image."""
+        (kh, kw), (sh, sw) = self._kernel, self._stride
+        _, OH, OW = self.output_shape_
+        for i in range(kh):
+            for j in range(kw):
+                yield (slice(i, i + sh * OH, sh), slice(j, j + sw * OW, sw))
 
-    def _to_images(self, dcol):
-        """Sum window gradients (C, kh * kw, N, OH, OW) back into images."""
-        C, H, W = self.input_shape_
-        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
-        _, _, N, OH, OW = dcol.shape
-        dcol = dcol.reshape(C, kh, kw, N, OH, OW)
-        return self.backend_.col2im(dcol, H, W, sh, sw, ph, pw)
+    def _pad(self, X, value):
+        ph, pw = self._padding
+        if ph or pw:
+            X = self.xp.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+        return X
+
+    def _unpad(self, dXp):
+        (ph, pw), (_, H, W) = self._padding, self.input_shape_
+        if ph or pw:
+            dXp = self.xp.ascontiguousarray(dXp[:, :, ph : ph + H, pw : pw + W])
+        return dXp
 
 
 class MaxPool2D(_Pool2D):
@@ -60,23 +63,36 @@ class MaxPool2D(_Pool2D):
     Input shape: ``(batch, C, H, W)``. Output shape: ``(batch, C, OH, OW)``.
     """
 
-    pad_value = float("-inf")
-
     def forward(self, X, *, training):
+        # A running maximum over the kh * kw strided views of the image, and
+        # the first view that holds it: no patch matrix is built.
         xp = self.xp
-        windows = self._windows(X)
-        winner = windows.argmax(axis=1)  # (C, N, OH, OW)
-        Y = xp.take_along_axis(windows, winner[:, None], axis=1)[:, 0]
+        Xp = self._pad(X, -xp.inf)
+        Y = winner = None
+        for k, (rows, cols) in enumerate(self._offsets()):
+            view = Xp[:, :, rows, cols]
+            if Y is None:
+                Y = view.copy()
+                winner = xp.zeros(Y.shape, dtype=xp.int32)
+                continue
+            better = view > Y
+            xp.maximum(Y, view, out=Y)
+            winner[better] = k
         if training:
-            self._cache = {"winner": winner, "shape": windows.shape}
-        return xp.ascontiguousarray(Y.transpose(1, 0, 2, 3))
+            self._cache = {"winner": winner, "padded_shape": Xp.shape}
+        return Y
 
     def backward(self, dY):
         xp, cache = self.xp, self._cache
-        C, K, N, OH, OW = cache["shape"]
-        hit = cache["winner"][:, None] == xp.arange(K).reshape(1, K, 1, 1, 1)
-        dcol = hit * dY.transpose(1, 0, 2, 3)[:, None]
-        return self._to_images(dcol.astype(dY.dtype, copy=False))
+        dXp = xp.zeros(cache["padded_shape"], dtype=dY.dtype)
+        overlap = self._stride[0] < self._kernel[0] or self._stride[1] < self._kernel[1]
+        for k, (rows, cols) in enumerate(self._offsets()):
+            routed = dY * (cache["winner"] == k)
+            if overlap:
+                dXp[:, :, rows, cols] += routed
+            else:  # each input pixel is in one window at most
+                dXp[:, :, rows, cols] = routed
+        return self._unpad(dXp)
 
 
 class AvgPool2D(_Pool2D):
@@ -97,15 +113,22 @@ class AvgPool2D(_Pool2D):
     """
 
     def forward(self, X, *, training):
-        Y = self._windows(X).mean(axis=1)  # (C, N, OH, OW)
-        return self.xp.ascontiguousarray(Y.transpose(1, 0, 2, 3))
+        Xp = self._pad(X, 0)
+        Y = None
+        for rows, cols in self._offsets():
+            view = Xp[:, :, rows, cols]
+            Y = view.copy() if Y is None else Y.__iadd__(view)
+        Y /= self._kernel[0] * self._kernel[1]
+        return Y
 
     def backward(self, dY):
-        C, OH, OW = self.output_shape_
-        K = self._kernel[0] * self._kernel[1]
-        share = dY.transpose(1, 0, 2, 3)[:, None] / K  # (C, 1, N, OH, OW)
-        dcol = self.xp.broadcast_to(share, (C, K) + share.shape[2:])
-        return self._to_images(dcol)
+        ph, pw = self._padding
+        C, H, W = self.input_shape_
+        dXp = self.xp.zeros((dY.shape[0], C, H + 2 * ph, W + 2 * pw), dtype=dY.dtype)
+        share = dY / (self._kernel[0] * self._kernel[1])
+        for rows, cols in self._offsets():
+            dXp[:, :, rows, cols] += share
+        return self._unpad(dXp)
 
 
 class GlobalAvgPool2D(Layer):
