@@ -129,8 +129,9 @@ def check_layer_gradients(
 
         errors[key] = rel_error(grads[key], numeric(get, set_))
 
-    worst = max(errors, key=errors.get) if errors else None
-    if worst is not None and errors[worst] > tol:
+    # NaN counts as the worst error (max() would skip it).
+    worst = max(errors, key=lambda k: np.inf if np.isnan(errors[k]) else errors[k], default=None)
+    if worst is not None and not errors[worst] <= tol:
         raise AssertionError(
             f"{type(layer).__name__}: the gradient of {worst!r} is off by "
             f"{errors[worst]:.3g} relative to finite differences (tol={tol:g}); "

@@ -40,7 +40,11 @@ class BatchNorm(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if not isinstance(self.momentum, Real) or not 0 <= self.momentum < 1:
+        if (
+            not isinstance(self.momentum, Real)
+            or isinstance(self.momentum, bool)
+            or not 0 <= self.momentum < 1
+        ):
             raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
         if not isinstance(self.epsilon, Real) or self.epsilon <= 0:
             raise ValueError(f"epsilon must be positive, got {self.epsilon!r}")

@@ -18,6 +18,11 @@ class _Pool2D(Layer):
         self._kernel = pair(self.pool_size, "pool_size")
         self._stride = self._kernel if self.stride is None else pair(self.stride, "stride")
         self._padding = resolve_padding(self.padding, self._kernel)
+        if any(p > k // 2 for p, k in zip(self._padding, self._kernel)):
+            raise ValueError(
+                f"{type(self).__name__}: padding {self._padding} must be at most half "
+                f"the pool size {self._kernel}, or some windows hold only padding"
+            )
         OH, OW = output_size(self, self.input_shape_, self._kernel, self._stride, self._padding)
         self.output_shape_ = (C, OH, OW)
         return self.output_shape_
