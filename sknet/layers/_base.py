@@ -93,6 +93,12 @@ class Layer(BaseEstimator):
         raise NotImplementedError(f"{type(self).__name__} must implement backward")
 
     # -- helpers for subclasses ----------------------------------------------
+    def _add_params(self, **arrays):
+        """Add trainable parameters, given as host arrays, with zero gradients."""
+        for name, value in arrays.items():
+            self.params[name] = self.backend_.asarray(value, self.dtype_)
+            self.grads[name] = self.xp.zeros_like(self.params[name])
+
     @property
     def xp(self):
         """The array module of the backend the layer was built on."""

@@ -71,12 +71,7 @@ class Dense(Layer):
         W, b = initial_weights(
             self.init, rng, (n_in, units), units, n_in, units, self.activation
         )
-        xp = backend.xp
-        self.params["W"] = backend.asarray(W, dtype)
-        self.grads["W"] = xp.zeros_like(self.params["W"])
-        if self.use_bias:
-            self.params["b"] = backend.asarray(b, dtype)
-            self.grads["b"] = xp.zeros_like(self.params["b"])
+        self._add_params(**({"W": W, "b": b} if self.use_bias else {"W": W}))
         self.output_shape_ = (units,)
         return self.output_shape_
 

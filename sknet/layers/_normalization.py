@@ -2,6 +2,8 @@
 
 from numbers import Real
 
+import numpy as np
+
 
 from sknet.layers._base import Layer
 
@@ -59,8 +61,7 @@ class BatchNorm(Layer):
             )
         n = self.input_shape_[0]
         xp = backend.xp
-        self.params = {"gamma": xp.ones(n, dtype=dtype), "beta": xp.zeros(n, dtype=dtype)}
-        self.grads = {k: xp.zeros_like(v) for k, v in self.params.items()}
+        self._add_params(gamma=np.ones(n), beta=np.zeros(n))
         self.state = {
             "running_mean": xp.zeros(n, dtype=dtype),
             "running_var": xp.ones(n, dtype=dtype),
