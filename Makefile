@@ -28,12 +28,24 @@ bench: $(PY)
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/bench_mlp.py
 
+# On a GPU machine, without installing anything: the GPU-marked tests, the
+# scikit-learn estimator checks on device="cuda", and the GPU benchmark. Every
+# step runs and leaves its log in $(RESULTS); the target fails if any step did.
+gpu-check: XDIST = $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 4")
 gpu-check:
 	mkdir -p $(RESULTS)
-	SKNET_DEVICE=cuda PYTHONPATH=. $(PYTHON) -m pytest -m gpu -p no:cacheprovider \
-		2>&1 | tee $(RESULTS)/gpu-tests.log
-	SKNET_DEVICE=cuda PYTHONPATH=. $(PYTHON) -m pytest tests/test_common.py \
-		-p no:cacheprovider -q 2>&1 | tee $(RESULTS)/gpu-estimator-checks.log
+	status=0; \
+	echo "== GPU tests (pytest -m gpu)"; \
+	SKNET_DEVICE=cuda PYTHONPATH=. $(PYTHON) -m pytest -m gpu -p no:cacheprovider -q $(XDIST) \
+		> $(RESULTS)/gpu-tests.log 2>&1 || status=1; tail -n 3 $(RESULTS)/gpu-tests.log; \
+	echo "== estimator checks on cuda"; \
+	SKNET_DEVICE=cuda PYTHONPATH=. $(PYTHON) -m pytest tests/test_common.py -p no:cacheprovider -q $(XDIST) \
+		> $(RESULTS)/gpu-estimator-checks.log 2>&1 || status=1; \
+		tail -n 3 $(RESULTS)/gpu-estimator-checks.log; \
+	echo "== GPU benchmark"; \
+	PYTHONPATH=. $(PYTHON) benchmarks/bench_gpu.py --results $(RESULTS) \
+		> $(RESULTS)/gpu-bench.log 2>&1 || status=1; cat $(RESULTS)/gpu-bench.log; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache $(RESULTS)

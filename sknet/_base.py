@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet._losses import make_loss
 from sknet._optimizers import SGD, Adam, minimize_lbfgs
-from sknet.backend import get_backend
+from sknet.backend import get_array_module, get_backend, is_device_array
 
 _STOCHASTIC_SOLVERS = ("sgd", "adam")
 # Private attributes that live only while fit runs.
@@ -280,6 +280,8 @@ class BaseNeuralNetwork(BaseEstimator):
     # -- validation and the public fit ------------------------------------------
     def _validate_X_predict(self, X):
         check_is_fitted(self)
+        if is_device_array(X):
+            return self._check_device_X(X)
         return validate_data(
             self,
             X,
@@ -299,6 +301,23 @@ class BaseNeuralNetwork(BaseEstimator):
             reset=reset,
             **kwargs,
         )
+
+    def _check_device_X(self, X):
+        """scikit-learn's prediction checks for a CuPy ``X``, kept on the device."""
+        name = type(self).__name__
+        if X.ndim != 2:
+            raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
+        if X.shape[0] == 0:
+            raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a "
+                             f"minimum of 1 is required by {name}.")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but {name} is expecting "
+                             f"{self.n_features_in_} features as input.")
+        if X.dtype.kind not in "biuf":
+            raise ValueError(f"X must hold numbers, got dtype {X.dtype}")
+        if not bool(get_array_module(X).isfinite(X).all()):
+            raise ValueError("Input X contains NaN or infinity.")
+        return X
 
     def fit(self, X, y, sample_weight=None):
         """Fit the model to data matrix X and target(s) y.
@@ -410,6 +429,10 @@ class BaseNeuralNetwork(BaseEstimator):
 
     # -- fit ------------------------------------------------------------------
     def _fit(self, X, y, sample_weight=None, incremental=False):
+        # scikit-learn validates on the host: CuPy inputs make one round trip.
+        X, y, sample_weight = (
+            a.get() if is_device_array(a) else a for a in (X, y, sample_weight)
+        )
         self._validate_params()
         self._check_params()
         first_pass = not self.__sklearn_is_fitted__() or (
@@ -832,20 +855,28 @@ class BaseNeuralNetwork(BaseEstimator):
         return self._loss.output(Z)
 
     def _predict_outputs(self, X):
-        """Outputs for validated host data ``X``, in chunks, as NumPy arrays.
+        """Outputs for validated data ``X``, in chunks.
 
+        NumPy (or sparse) ``X`` gives NumPy outputs; CuPy ``X`` gives CuPy
+        outputs, without leaving the device when the model is on the GPU.
         Outputs have the model's dtype: a float32 model computes, and so
         returns, float32 whatever the input's dtype.
         """
         backend = self._prediction_backend()
         dtype = self._np_dtype
+        on_device = is_device_array(X)
+        keep = backend.xp if on_device and backend.name.startswith("cuda") else None
         chunks = []
         with backend.device_context():
             for start in range(0, X.shape[0], _PREDICT_CHUNK):
                 Xb = backend.asarray(X[start : start + _PREDICT_CHUNK], dtype)
                 P = self._forward_output(Xb)
-                chunks.append(backend.to_numpy(P))
-        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+                chunks.append(P if keep is not None else backend.to_numpy(P))
+            xp = keep if keep is not None else np
+            P = chunks[0] if len(chunks) == 1 else xp.concatenate(chunks)
+        if on_device and keep is None:  # a CPU model given CuPy data
+            P = get_array_module(X).asarray(P)
+        return P
 
     # -- persistence ------------------------------------------------------------
     def __getstate__(self):

@@ -19,6 +19,8 @@ from sklearn.utils.multiclass import (
     unique_labels,
 )
 
+from sknet.backend import get_array_module, is_device_array
+
 
 def _check_partial_fit_first_call(clf, classes):
     """Set ``clf.classes_`` on the first call to partial_fit (sklearn's rule)."""
@@ -89,9 +91,21 @@ class NetworkClassifierMixin(ClassifierMixin):
         return Y[:, 0] if Y.shape[1] == 1 else Y.argmax(axis=1)
 
     def _labels_from_outputs(self, P):
+        if is_device_array(P):
+            return self._device_labels(P)
         if self.n_outputs_ == 1:
             P = P.ravel()
         return self._label_binarizer.inverse_transform(P)
+
+    def _device_labels(self, P):
+        """Labels for CuPy outputs: on the device when the classes are numbers."""
+        xp = get_array_module(P)
+        if self._label_binarizer.y_type_ == "multilabel-indicator":
+            return (P > 0.5).astype(np.int64)
+        if np.asarray(self.classes_).dtype.kind not in "biuf":  # strings stay on the host
+            return self._labels_from_outputs(P.get())
+        winner = (P[:, 0] > 0.5).astype(np.int64) if self.n_outputs_ == 1 else P.argmax(axis=1)
+        return xp.asarray(self.classes_)[winner]
 
     def _validation_score(self, Y_true, P, sample_weight):
         y_true = self._labels_from_outputs(Y_true.astype(P.dtype))
@@ -165,12 +179,13 @@ class NetworkClassifierMixin(ClassifierMixin):
         """
         X = self._validate_X_predict(X)
         P = self._predict_outputs(X)
+        xp = get_array_module(P)
         if self.n_outputs_ == 1:
             p = P[:, 0]
-            P = np.column_stack([1 - p, p])
+            P = xp.stack([1 - p, p], axis=1)
         # Probabilities that underflow stay at the smallest normal number, so
         # log(predict_proba) is finite, like predict_log_proba.
-        return np.maximum(P, np.finfo(P.dtype).tiny, out=P)
+        return xp.maximum(P, np.finfo(P.dtype).tiny, out=P)
 
     def predict_log_proba(self, X):
         """Log of probability estimates, ``log(predict_proba(X))``.

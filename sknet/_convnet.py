@@ -15,7 +15,7 @@ from sknet._base import (
     fill_doc,
 )
 from sknet._classifier import NetworkClassifierMixin
-from sknet.backend import ACTIVATIONS
+from sknet.backend import ACTIVATIONS, is_device_array
 from sknet.layers import (
     Activation,
     BatchNorm,
@@ -276,7 +276,7 @@ class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
         """Flat rows of ``X`` and the shape of one image (``None`` if already flat)."""
         if sp.issparse(X) or hasattr(X, "iloc"):  # sparse or a DataFrame: flat
             return X, None
-        array = np.asarray(X)
+        array = X if is_device_array(X) else np.asarray(X)
         if array.ndim in (3, 4):
             return array.reshape(array.shape[0], -1), tuple(array.shape[1:])
         if array.ndim > 4:

@@ -30,3 +30,19 @@ def test_bench_mlp_quick_run_writes_json(tmp_path, capsys):
         assert result["predict_rows_per_s"] > 0
         assert 0 <= result["test_acc"] <= 1
     assert "sknet fit speed-up over sklearn" in capsys.readouterr().out
+
+
+def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
+    """The GPU benchmark's code path, run on the CPU with tiny sizes (no timing asserted)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    bench_gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_gpu)
+    results = bench_gpu.main(["--device", "cpu", "--rows", "1024", "--epochs", "1",
+                              "--cpu-rows", "256", "--results", str(tmp_path)])
+    assert [(r["network"], r["batch_size"]) for r in results] == [
+        ("mlp", 128), ("mlp", 1024), ("convnet", 64), ("convnet", 256)]
+    assert all(r["sknet_s_per_epoch"] > 0 and r["sknet_cpu_s_per_epoch"] > 0 for r in results)
+    saved = json.loads((tmp_path / "bench_gpu.json").read_text())
+    assert saved == results
+    assert "| mlp | 1024 |" in (tmp_path / "bench_gpu.md").read_text()

@@ -25,6 +25,7 @@ __all__ = [
     "cuda_device_count",
     "get_backend",
     "get_array_module",
+    "is_device_array",
 ]
 
 DEVICE_ENV_VAR = "SKNET_DEVICE"
@@ -135,8 +136,13 @@ def get_backend(device="auto"):
 
 def get_array_module(x):
     """Return :mod:`cupy` for a CuPy array, else :mod:`numpy`."""
-    if type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
+    if is_device_array(x):
         return _import_cupy()
     import numpy
 
     return numpy
+
+
+def is_device_array(x):
+    """Whether ``x`` is a CuPy (device) array, dense or sparse."""
+    return type(x).__module__.split(".")[0] in ("cupy", "cupyx")

@@ -4,7 +4,6 @@ from numbers import Real
 
 import numpy as np
 
-
 from sknet.layers._base import Layer
 
 
