@@ -8,6 +8,8 @@ build, how targets are encoded and how a validation set is scored.
 """
 
 import copy
+import importlib.util
+import time
 import warnings
 from abc import abstractmethod
 from numbers import Integral, Real
@@ -34,6 +36,8 @@ _TRAINING_ONLY = (
     "_n_regularized",
     "_Xbatch",
     "_random_state",
+    "_batch_callbacks",
+    "_n_train_rows",
 )
 # Rows per chunk when predicting: large enough for efficient matrix products,
 # small enough that the activations of one chunk stay a few MB.
@@ -75,8 +79,10 @@ TRAINING_PARAMETERS_DOC = """
         Tolerance: training stops when the loss (or validation score) does not
         improve by ``tol`` for ``n_iter_no_change`` epochs.
 
-    verbose : bool, default=False
-        Print the loss after every epoch.
+    verbose : bool or int, default=False
+        ``1`` (or True) prints scikit-learn's lines after every epoch; ``2``
+        prints a table (epoch, train loss, validation loss and score, learning
+        rate, seconds) and, with tqdm installed, a progress bar over batches.
 
     warm_start : bool, default=False
         Reuse the weights, and the optimizer's state, of the previous fit.
@@ -113,6 +119,10 @@ TRAINING_PARAMETERS_DOC = """
 
     dtype : {'float32', 'float64'}, default='float32'
         Floating type of the weights and of the computation.
+
+    callbacks : list of Callback, default=None
+        Objects from :mod:`sknet.callbacks` (or your own) called during
+        training; ``fit`` works on copies, stored in ``callbacks_``.
 """
 
 FITTED_ATTRIBUTES_DOC = """
@@ -154,6 +164,15 @@ FITTED_ATTRIBUTES_DOC = """
 
     device_ : str
         The device the model was trained on, e.g. ``'cpu'`` or ``'cuda:0'``.
+
+    history_ : list of dict
+        One row per epoch (per iteration with lbfgs), across warm starts:
+        ``epoch``, ``train_loss``, ``valid_loss`` and ``valid_score`` (with a
+        validation set; the loss without the L2 term), ``learning_rate``,
+        ``duration`` in seconds.
+
+    callbacks_ : list of Callback
+        The copies of ``callbacks`` used by the last fit.
 """
 
 
@@ -162,6 +181,32 @@ def fill_doc(cls, **sections):
     if cls.__doc__:  # None under python -OO
         for name, text in sections.items():
             cls.__doc__ = cls.__doc__.replace(f"    %({name})s", text.strip("\n") + "\n")
+
+
+_TABLE_HEADER = (
+    f"{'epoch':>5}  {'train_loss':>10}  {'valid_loss':>10}  {'valid_score':>11}  "
+    f"{'lr':>9}  {'seconds':>7}"
+)
+
+
+def _table_row(logs):
+    def cell(value, width, spec):
+        return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
+
+    return "  ".join([
+        cell(logs["epoch"], 5, "d"),
+        cell(logs["train_loss"], 10, ".5f"),
+        cell(logs["valid_loss"], 10, ".5f"),
+        cell(logs["valid_score"], 11, ".5f"),
+        cell(logs["learning_rate"], 9, ".3g"),
+        cell(logs["duration"], 7, ".2f"),
+    ])
+
+
+def _callback_base():
+    from sknet.callbacks import Callback
+
+    return Callback
 
 
 class SknetVersionWarning(UserWarning):
@@ -236,6 +281,7 @@ class BaseNeuralNetwork(BaseEstimator):
         ],
         "max_fun": [Interval(Integral, 1, None, closed="left")],
         "device": [str],
+        "callbacks": [list, tuple, None],
         "dtype": [
             StrOptions({"float32", "float64"}),
             Options(type, {np.float32, np.float64}),
@@ -319,7 +365,7 @@ class BaseNeuralNetwork(BaseEstimator):
             raise ValueError("Input X contains NaN or infinity.")
         return X
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, validation_data=None):
         """Fit the model to data matrix X and target(s) y.
 
         Parameters
@@ -331,13 +377,21 @@ class BaseNeuralNetwork(BaseEstimator):
             regression).
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights.
+        validation_data : tuple (X_val, y_val) or (X_val, y_val, sample_weight_val), \
+default=None
+            A validation set scored after every epoch (``valid_loss`` and
+            ``valid_score`` in ``history_``) and, with ``early_stopping=True``,
+            used instead of holding out ``validation_fraction`` of ``X``.
 
         Returns
         -------
         self : object
             The fitted estimator.
         """
-        return self._fit(X, y, sample_weight=sample_weight, incremental=False)
+        return self._fit(
+            X, y, sample_weight=sample_weight, incremental=False,
+            validation_data=validation_data,
+        )
 
     def _check_solver(self):
         if self.solver not in ("sgd", "adam"):
@@ -428,7 +482,7 @@ class BaseNeuralNetwork(BaseEstimator):
         return backend
 
     # -- fit ------------------------------------------------------------------
-    def _fit(self, X, y, sample_weight=None, incremental=False):
+    def _fit(self, X, y, sample_weight=None, incremental=False, validation_data=None):
         # scikit-learn validates on the host: CuPy inputs make one round trip.
         X, y, sample_weight = (
             a.get() if is_device_array(a) else a for a in (X, y, sample_weight)
@@ -440,11 +494,17 @@ class BaseNeuralNetwork(BaseEstimator):
         )
         X, Y = self._validate_input(X, y, incremental, reset=first_pass)
         sample_weight = _check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        class_weight = self._class_sample_weight(Y, incremental)
+        if class_weight is not None:
+            sample_weight = class_weight if sample_weight is None else sample_weight * class_weight
         if not first_pass and Y.shape[1] != self.n_outputs_:
             raise ValueError(
                 f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
                 f"was fitted with {self.n_outputs_}; refit without warm_start."
             )
+        validation = None
+        if validation_data is not None:
+            validation = self._validate_validation_data(validation_data)
         backend = get_backend(self.device)
         self._random_state = check_random_state(self.random_state)
         snapshot = None if first_pass else self._snapshot()
@@ -453,10 +513,13 @@ class BaseNeuralNetwork(BaseEstimator):
                 if first_pass:
                     self._initialize(X.shape[1], Y.shape[1], backend)
                 self._prepare_training(backend)
+                self.callbacks_ = self._copy_callbacks()
                 if self.solver == "lbfgs":
-                    self._fit_lbfgs(X, Y, sample_weight, backend)
+                    self._fit_lbfgs(X, Y, sample_weight, backend, validation)
                 else:
-                    self._fit_stochastic(X, Y, sample_weight, backend, incremental)
+                    self._fit_stochastic(
+                        X, Y, sample_weight, backend, incremental, validation
+                    )
                 self._check_finite_weights(backend)
         except backend.out_of_memory_errors() as exc:
             batch_size = getattr(self, "_batch_size_in_use", self.batch_size)
@@ -478,6 +541,47 @@ class BaseNeuralNetwork(BaseEstimator):
         self._export_fitted()
         return self
 
+    def _class_sample_weight(self, Y, incremental):
+        """Per-sample weights from ``class_weight`` (classifiers override)."""
+        return None
+
+    def _validate_validation_data(self, validation_data):
+        """Check ``(X_val, y_val[, sample_weight_val])`` like the training data."""
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+            raise ValueError(
+                "validation_data must be a tuple (X_val, y_val) or (X_val, y_val, "
+                f"sample_weight_val), got {type(validation_data).__name__}"
+            )
+        X_val, y_val = (a.get() if is_device_array(a) else a for a in validation_data[:2])
+        X_val, Y_val = self._validate_input(X_val, y_val, incremental=True, reset=False)
+        sw_val = validation_data[2] if len(validation_data) == 3 else None
+        return X_val, Y_val, _check_sample_weight(sw_val, X_val.shape[0], X_val.dtype)
+
+    def _copy_callbacks(self):
+        """Working copies of the callbacks: the objects passed are never modified."""
+        from sknet.callbacks import Callback
+
+        callbacks = [] if self.callbacks is None else list(self.callbacks)
+        for callback in callbacks:
+            if not isinstance(callback, Callback):
+                raise TypeError(
+                    "callbacks must be sknet.callbacks.Callback objects, got "
+                    f"{type(callback).__name__}"
+                )
+        callbacks = [copy.deepcopy(callback) for callback in callbacks]
+        if self.verbose >= 2 and importlib.util.find_spec("tqdm") is not None:
+            from sknet.callbacks import ProgressBar
+
+            callbacks.append(ProgressBar())
+        return callbacks
+
+    def _notify(self, hook, *args):
+        """Call ``hook`` on every callback; True if any asked to stop."""
+        stop = False
+        for callback in self.callbacks_:
+            stop = bool(getattr(callback, hook)(self, *args)) or stop
+        return stop
+
     def _initialize(self, n_features, n_outputs, backend):
         """Build the layers and reset every piece of fitted state (first fit)."""
         # Forget fitted state of an earlier fit (warm_start=False refit).
@@ -488,6 +592,7 @@ class BaseNeuralNetwork(BaseEstimator):
             "loss_curve_",
             "validation_scores_",
             "best_validation_score_",
+            "history_",
         ):
             self.__dict__.pop(name, None)
         self.n_iter_ = 0
@@ -512,6 +617,7 @@ class BaseNeuralNetwork(BaseEstimator):
         self.out_activation_ = self._loss.out_activation
         self._backend = backend
         self.device_ = backend.name
+        self.history_ = []
         if self.solver in _STOCHASTIC_SOLVERS:
             self.loss_curve_ = []
             self._no_improvement_count = 0
@@ -601,6 +707,8 @@ class BaseNeuralNetwork(BaseEstimator):
                 self._check_grad_views()
             self._optimizer.step(grads)
             total = total + loss * (stop - start)
+            for callback in self._batch_callbacks:
+                callback.on_batch_end(self, i, stop - start)
         self._check_grad_views()
         return total
 
@@ -613,18 +721,19 @@ class BaseNeuralNetwork(BaseEstimator):
         return buf[:n_rows]
 
     # -- stochastic solvers ---------------------------------------------------
-    def _fit_stochastic(self, X, Y, sample_weight, backend, incremental):
+    def _fit_stochastic(self, X, Y, sample_weight, backend, incremental, validation):
         if self.early_stopping and incremental:
             raise ValueError("partial_fit does not support early_stopping=True")
         dtype, rng = self._np_dtype, self._random_state
-        validation, train_idx = None, None
-        if self.early_stopping:
+        train_idx = None
+        if self.early_stopping and validation is None:
             train_idx, val_idx = self._validation_split(Y, rng)
             validation = (
-                backend.asarray(X[val_idx], dtype),
+                X[val_idx],
                 Y[val_idx],
                 None if sample_weight is None else sample_weight[val_idx],
             )
+        validation = self._validation_on_backend(validation, backend)
         n_train = X.shape[0] if train_idx is None else train_idx.shape[0]
         batch_size = self._resolve_batch_size(n_train)
 
@@ -633,14 +742,23 @@ class BaseNeuralNetwork(BaseEstimator):
         Y_dev = backend.asarray(Y, dtype)
         w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
         self._optimizer = self._make_optimizer([self._flat_params], backend)
-        if validation is not None:
+        if self.early_stopping:
             self._best_params = [w.copy() for w in self._weights()]
+        self._n_train_rows = n_train
+        self._batch_callbacks = [
+            cb for cb in self.callbacks_ if type(cb).on_batch_end is not _callback_base().on_batch_end
+        ]
 
         sample_idx = np.arange(n_train)
         starts = np.arange(0, n_train, batch_size)
+        self._notify("on_train_begin")
+        self._print_table_header()
         try:
             self.n_iter_ = 0
             for _ in range(self.max_iter):
+                epoch = len(self.history_) + 1
+                self._notify("on_epoch_begin", epoch)
+                started = time.perf_counter()
                 if self.shuffle:  # the same draws as scikit-learn's MLP
                     perm = np.arange(n_train)
                     rng.shuffle(perm)
@@ -652,12 +770,15 @@ class BaseNeuralNetwork(BaseEstimator):
                 if sample_weight is not None:
                     sw_sums = np.add.reduceat(sample_weight[rows], starts)
                 total = self._run_epoch(X_dev, Y_dev, w_dev, order, batch_size, sw_sums)
-                if self._end_epoch(float(total) / n_train, n_train, validation, incremental):
+                loss = float(total) / n_train
+                if self._end_epoch(epoch, loss, n_train, validation, incremental, started):
                     break
         except KeyboardInterrupt:
             warnings.warn("Training interrupted by user.")
+        finally:
+            self._notify("on_train_end")
 
-        if validation is not None:
+        if self.early_stopping:
             for weight, best in zip(self._weights(), self._best_params):
                 weight[...] = best
 
@@ -674,26 +795,31 @@ class BaseNeuralNetwork(BaseEstimator):
         self._batch_size_in_use = batch_size
         return batch_size
 
-    def _end_epoch(self, loss, n_train, validation, incremental):
-        """Record the epoch's loss, check it, and decide whether to stop."""
-        self.n_iter_ += 1
-        self.loss_ = loss
+    def _end_epoch(self, epoch, loss, n_train, validation, incremental, started):
+        """Record the epoch, check it, run the callbacks, and decide whether to stop."""
         if not np.isfinite(loss):
+            if self._notify("on_nan", epoch):
+                return True
             raise _Diverged(
                 f"Training diverged: the loss became {loss} at iteration "
-                f"{self.n_iter_}. Lower learning_rate_init (currently "
+                f"{self.n_iter_ + 1}. Lower learning_rate_init (currently "
                 f"{self.learning_rate_init}), scale the input features (e.g. with "
                 "StandardScaler), or increase alpha."
             )
+        self.n_iter_ += 1
+        self.loss_ = loss
         self.t_ += n_train
         self.loss_curve_.append(loss)
-        if self.verbose:
+        valid_loss, valid_score = self._evaluate(validation)
+        if self.verbose == 1:
             print("Iteration %d, loss = %.8f" % (self.n_iter_, loss))
-        self._update_no_improvement_count(validation)
+        logs = self._record_history(epoch, loss, valid_loss, valid_score, started)
+        self._update_no_improvement_count(valid_score)
         self._optimizer.iteration_ends(self.t_)
+        stop = self._notify("on_epoch_end", epoch, logs)
 
         if self._no_improvement_count > self.n_iter_no_change:
-            what = "Validation score" if validation is not None else "Training loss"
+            what = "Validation score" if self.early_stopping else "Training loss"
             msg = "%s did not improve more than tol=%f for %d consecutive epochs." % (
                 what,
                 self.tol,
@@ -702,7 +828,7 @@ class BaseNeuralNetwork(BaseEstimator):
             if self._optimizer.trigger_stopping(msg, self.verbose):
                 return True
             self._no_improvement_count = 0
-        if incremental:
+        if stop or incremental:
             return True
         if self.n_iter_ == self.max_iter:
             warnings.warn(
@@ -711,6 +837,48 @@ class BaseNeuralNetwork(BaseEstimator):
                 ConvergenceWarning,
             )
         return False
+
+    def _record_history(self, epoch, loss, valid_loss, valid_score, started):
+        optimizer = getattr(self, "_optimizer", None)
+        logs = {
+            "epoch": epoch,
+            "train_loss": loss,
+            "valid_loss": valid_loss,
+            "valid_score": valid_score,
+            "learning_rate": None if optimizer is None else optimizer.base_learning_rate,
+            "duration": time.perf_counter() - started,
+        }
+        self.history_.append(logs)
+        if self.verbose >= 2:
+            print(_table_row(logs))
+        return logs
+
+    def _print_table_header(self):
+        if self.verbose >= 2:
+            print(_TABLE_HEADER)
+
+    def _update_no_improvement_count(self, valid_score):
+        """scikit-learn's rule, on the validation score or the training loss."""
+        if self.early_stopping:
+            score = valid_score
+            self.validation_scores_.append(score)
+            if self.verbose == 1:
+                print("Validation score: %f" % self.validation_scores_[-1])
+            if score < (self.best_validation_score_ + self.tol):
+                self._no_improvement_count += 1
+            else:
+                self._no_improvement_count = 0
+            if score > self.best_validation_score_:
+                self.best_validation_score_ = score
+                for best, weight in zip(self._best_params, self._weights()):
+                    best[...] = weight
+        else:
+            if self.loss_curve_[-1] > self.best_loss_ - self.tol:
+                self._no_improvement_count += 1
+            else:
+                self._no_improvement_count = 0
+            if self.loss_curve_[-1] < self.best_loss_:
+                self.best_loss_ = self.loss_curve_[-1]
 
     def _validation_split(self, Y, rng):
         """Indices of a (stratified, for single-label classification) split."""
@@ -731,46 +899,50 @@ class BaseNeuralNetwork(BaseEstimator):
     def _stratify_labels(self, Y):
         return None
 
-    def _update_no_improvement_count(self, validation):
-        """scikit-learn's rule, on the validation score or the training loss."""
-        if validation is not None:
-            X_val, Y_val, sw_val = validation
-            chunks = [
-                self._backend.to_numpy(self._forward_output(X_val[i : i + _PREDICT_CHUNK]))
-                for i in range(0, X_val.shape[0], _PREDICT_CHUNK)
-            ]
-            P = np.concatenate(chunks)
-            if not np.isfinite(P).all():
-                score = np.nan
-            else:
-                score = self._validation_score(Y_val, P, sw_val)
-            self.validation_scores_.append(score)
-            if self.verbose:
-                print("Validation score: %f" % self.validation_scores_[-1])
-            if score < (self.best_validation_score_ + self.tol):
-                self._no_improvement_count += 1
-            else:
-                self._no_improvement_count = 0
-            if score > self.best_validation_score_:
-                self.best_validation_score_ = score
-                for best, weight in zip(self._best_params, self._weights()):
-                    best[...] = weight
-        else:
-            if self.loss_curve_[-1] > self.best_loss_ - self.tol:
-                self._no_improvement_count += 1
-            else:
-                self._no_improvement_count = 0
-            if self.loss_curve_[-1] < self.best_loss_:
-                self.best_loss_ = self.loss_curve_[-1]
+    def _validation_on_backend(self, validation, backend):
+        """(X, Y, w) on the host -> what _evaluate needs, moved to the backend once."""
+        if validation is None:
+            return None
+        X_val, Y_val, sw_val = validation
+        dtype = self._np_dtype
+        return (
+            backend.asarray(X_val, dtype),
+            backend.asarray(Y_val, dtype),
+            None if sw_val is None else backend.asarray(sw_val, dtype),
+            Y_val,
+            sw_val,
+        )
+
+    def _evaluate(self, validation):
+        """Validation loss (without the L2 term) and score; (None, None) without data."""
+        if validation is None:
+            return None, None
+        X_val, Y_dev, w_dev, Y_val, sw_val = validation
+        total, chunks = 0.0, []
+        for i in range(0, X_val.shape[0], _PREDICT_CHUNK):
+            part = slice(i, i + _PREDICT_CHUNK)
+            Z = self._forward(X_val[part], training=False)
+            w = None if w_dev is None else w_dev[part]
+            loss, _ = self._loss(Z, Y_dev[part], w)
+            weight = Z.shape[0] if w is None else w.sum()
+            total = total + loss * weight
+            chunks.append(self._backend.to_numpy(self._loss.output(Z)))
+        weight_sum = X_val.shape[0] if sw_val is None else float(sw_val.sum())
+        valid_loss = float(total) / weight_sum
+        P = np.concatenate(chunks)
+        if not np.isfinite(P).all():
+            return valid_loss, np.nan
+        return valid_loss, float(self._validation_score(Y_val, P, sw_val))
 
     # -- L-BFGS ---------------------------------------------------------------
-    def _fit_lbfgs(self, X, Y, sample_weight, backend):
+    def _fit_lbfgs(self, X, Y, sample_weight, backend, validation):
         dtype = self._np_dtype
         X_dev = backend.asarray(X, dtype)
         Y_dev = backend.asarray(Y, dtype)
         w_dev = None if sample_weight is None else backend.asarray(sample_weight, dtype)
         sw_sum = X.shape[0] if sample_weight is None else float(sample_weight.sum())
         self._batch_size_in_use = X.shape[0]
+        validation = self._validation_on_backend(validation, backend)
         flat_params, flat_grads = self._flat_params, self._flat_grads
 
         def unpack(x):
@@ -781,16 +953,33 @@ class BaseNeuralNetwork(BaseEstimator):
             loss = self._loss_and_gradients(X_dev, Y_dev, w_dev, sw_sum)
             return float(loss), backend.to_numpy(flat_grads).astype(np.float64)
 
-        x0 = backend.to_numpy(flat_params)
-        x, self.loss_, self.n_iter_ = minimize_lbfgs(
-            loss_and_grad,
-            x0,
-            max_iter=self.max_iter,
-            max_fun=self.max_fun,
-            tol=self.tol,
-            verbose=bool(self.verbose),
-        )
-        unpack(x)
+        started = [time.perf_counter()]
+
+        def end_iteration(iteration, x, loss):
+            """After each L-BFGS iteration: history, callbacks; True stops."""
+            unpack(x)
+            valid_loss, valid_score = self._evaluate(validation)
+            epoch = len(self.history_) + 1
+            logs = self._record_history(epoch, loss, valid_loss, valid_score, started[0])
+            started[0] = time.perf_counter()
+            return self._notify("on_epoch_end", epoch, logs)
+
+        self._notify("on_train_begin")
+        self._print_table_header()
+        try:
+            x0 = backend.to_numpy(flat_params)
+            x, self.loss_, self.n_iter_ = minimize_lbfgs(
+                loss_and_grad,
+                x0,
+                max_iter=self.max_iter,
+                max_fun=self.max_fun,
+                tol=self.tol,
+                verbose=self.verbose == 1,
+                callback=end_iteration,
+            )
+            unpack(x)
+        finally:
+            self._notify("on_train_end")
         if not np.isfinite(self.loss_):
             raise _Diverged(
                 f"L-BFGS diverged: the loss became {self.loss_}. Scale the input "

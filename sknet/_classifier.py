@@ -12,6 +12,8 @@ from sklearn.base import ClassifierMixin
 from sklearn.metrics import accuracy_score
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import column_or_1d
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import (
     check_classification_targets,
@@ -41,6 +43,26 @@ def _check_partial_fit_first_call(clf, classes):
 
 class NetworkClassifierMixin(ClassifierMixin):
     """Classification on top of BaseNeuralNetwork; list it first in the bases."""
+
+    _parameter_constraints: dict = {
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def _class_sample_weight(self, Y, incremental):
+        """``class_weight`` as per-sample weights, multiplied into sample_weight."""
+        if self.class_weight is None:
+            return None
+        if incremental and self.class_weight == "balanced":
+            raise ValueError(
+                "class_weight='balanced' is not supported by partial_fit: the class "
+                "frequencies of one batch are not those of the data. Compute them once "
+                "with sklearn.utils.class_weight.compute_class_weight and pass a dict."
+            )
+        if self._label_binarizer.y_type_ == "multilabel-indicator":
+            y = Y.astype(np.int64)
+        else:
+            y = self.classes_[Y[:, 0].astype(np.int64) if Y.shape[1] == 1 else Y.argmax(axis=1)]
+        return compute_sample_weight(self.class_weight, y)
 
     def _loss_name(self):
         return "log_loss" if self._label_binarizer.y_type_ == "multiclass" else (
@@ -114,7 +136,7 @@ class NetworkClassifierMixin(ClassifierMixin):
         )
 
     @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None, validation_data=None):
         """Update the model with a single epoch over the given data.
 
         Parameters
@@ -130,6 +152,8 @@ class NetworkClassifierMixin(ClassifierMixin):
             classes.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights.
+        validation_data : tuple (X_val, y_val[, sample_weight_val]), default=None
+            A validation set scored after the epoch, recorded in ``history_``.
 
         Returns
         -------
@@ -146,7 +170,10 @@ class NetworkClassifierMixin(ClassifierMixin):
             binarizer.fit(y if multilabel else classes)
             self._label_binarizer = binarizer
             self.classes_ = binarizer.classes_
-        return self._fit(X, y, sample_weight=sample_weight, incremental=True)
+        return self._fit(
+            X, y, sample_weight=sample_weight, incremental=True,
+            validation_data=validation_data,
+        )
 
     def predict(self, X):
         """Predict class labels.

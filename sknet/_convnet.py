@@ -133,6 +133,7 @@ class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
 
     _parameter_constraints: dict = {
         **BaseNeuralNetwork._parameter_constraints,
+        **NetworkClassifierMixin._parameter_constraints,
         "conv_filters": ["array-like"],
         "kernel_size": [Interval(Integral, 1, None, closed="left")],
         "pool_size": [Interval(Integral, 1, None, closed="left")],
@@ -179,6 +180,8 @@ class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
         max_fun=15000,
         device="auto",
         dtype="float32",
+        callbacks=None,
+        class_weight=None,
     ):
         self.conv_filters = conv_filters
         self.kernel_size = kernel_size
@@ -212,6 +215,8 @@ class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
         self.max_fun = max_fun
         self.device = device
         self.dtype = dtype
+        self.callbacks = callbacks
+        self.class_weight = class_weight
 
     # -- nested parameters of the layers list (layers__0__filters) -------------
     def get_params(self, deep=True):

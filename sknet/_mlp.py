@@ -148,6 +148,11 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
     0.88
     """
 
+    _parameter_constraints: dict = {
+        **_BaseMLP._parameter_constraints,
+        **NetworkClassifierMixin._parameter_constraints,
+    }
+
     def __init__(
         self,
         hidden_layer_sizes=(100,),
@@ -177,6 +182,8 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         dropout=0.0,
         device="auto",
         dtype="float32",
+        callbacks=None,
+        class_weight=None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -204,6 +211,8 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.dropout = dropout
         self.device = device
         self.dtype = dtype
+        self.callbacks = callbacks
+        self.class_weight = class_weight
 
 class MLPRegressor(RegressorMixin, _BaseMLP):
     """Multi-layer perceptron regressor, on NumPy or a CUDA GPU.
@@ -281,6 +290,7 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
         dropout=0.0,
         device="auto",
         dtype="float32",
+        callbacks=None,
     ):
         self.loss = loss
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -309,6 +319,7 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
         self.dropout = dropout
         self.device = device
         self.dtype = dtype
+        self.callbacks = callbacks
 
     def _loss_name(self):
         return self.loss
@@ -329,7 +340,7 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
         return r2_score(Y_true, P, sample_weight=sample_weight)
 
     @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, sample_weight=None):
+    def partial_fit(self, X, y, sample_weight=None, validation_data=None):
         """Update the model with a single epoch over the given data.
 
         Parameters
@@ -340,13 +351,18 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
             The targets.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights.
+        validation_data : tuple (X_val, y_val[, sample_weight_val]), default=None
+            A validation set scored after the epoch, recorded in ``history_``.
 
         Returns
         -------
         self : object
             The updated estimator.
         """
-        return self._fit(X, y, sample_weight=sample_weight, incremental=True)
+        return self._fit(
+            X, y, sample_weight=sample_weight, incremental=True,
+            validation_data=validation_data,
+        )
 
     def predict(self, X):
         """Predict using the multi-layer perceptron.

@@ -77,6 +77,15 @@ class StochasticOptimizer(ABC):
                 state[...] = self.backend.asarray(value) if hasattr(self, "backend") else value
         self.__dict__.update(scalars)
 
+    @property
+    def base_learning_rate(self):
+        """The learning rate a schedule sets (SGD's rate, Adam's step size)."""
+        return self.learning_rate
+
+    @base_learning_rate.setter
+    def base_learning_rate(self, value):
+        self.learning_rate = float(value)
+
     def iteration_ends(self, time_step):
         """Called at the end of each epoch with the number of samples seen."""
 
@@ -199,6 +208,14 @@ class Adam(StochasticOptimizer):
         self.epsilon = epsilon
         self.t = 0
 
+    @property
+    def base_learning_rate(self):
+        return self.learning_rate_init
+
+    @base_learning_rate.setter
+    def base_learning_rate(self, value):
+        self.learning_rate_init = float(value)
+
     def step(self, grads):
         self.t += 1
         b1, b2 = self.beta_1, self.beta_2
@@ -210,11 +227,12 @@ class Adam(StochasticOptimizer):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
 
 
-def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol, verbose=False):
+def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol, verbose=False, callback=None):
     """Minimize ``fun(x) -> (loss, grad)`` with SciPy's L-BFGS-B.
 
     With ``verbose``, prints scikit-learn's ``Iteration N, loss = ...`` line
-    after every iteration.
+    after every iteration. ``callback(iteration, x, loss)`` runs after every
+    iteration too, and stops the optimization by returning True.
 
     Returns
     -------
@@ -235,17 +253,23 @@ def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol, verbose=False):
     def report(intermediate_result):
         nonlocal iteration
         iteration += 1
-        print("Iteration %d, loss = %.8f" % (iteration, intermediate_result.fun))
+        if verbose:
+            print("Iteration %d, loss = %.8f" % (iteration, intermediate_result.fun))
+        if callback is not None and callback(
+            iteration, intermediate_result.x, float(intermediate_result.fun)
+        ):
+            raise StopIteration
 
     result = scipy.optimize.minimize(
         fun,
         np.asarray(x0, dtype=np.float64),
         method="L-BFGS-B",
         jac=True,
-        callback=report if verbose else None,
+        callback=report if verbose or callback is not None else None,
         options={"maxfun": max_fun, "maxiter": max_iter, "gtol": tol},
     )
-    if result.status != 0:
+    stopped = result.status == 99  # a callback asked to stop: not a failure
+    if result.status != 0 and not stopped:
         message = result.message
         if isinstance(message, bytes):
             message = message.decode("latin1")
