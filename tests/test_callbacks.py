@@ -1,0 +1,367 @@
+"""Tests for sknet/callbacks.py, history_, validation_data, verbose=2 and class_weight."""
+
+import os
+import re
+
+import joblib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.model_selection import train_test_split
+
+from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor
+from sknet.callbacks import (
+    Callback,
+    Checkpoint,
+    EarlyStopping,
+    LRScheduler,
+    ProgressBar,
+    TerminateOnNaN,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def split(digits):
+    X, y = digits
+    return train_test_split(X, y, test_size=0.25, stratify=y, random_state=0)
+
+
+class Recorder(Callback):
+    """Records every hook call."""
+
+    def __init__(self, stop_at=None):
+        self.stop_at = stop_at
+
+    def on_train_begin(self, estimator):
+        self.calls_ = ["train_begin"]
+
+    def on_epoch_begin(self, estimator, epoch):
+        self.calls_.append(("epoch_begin", epoch))
+
+    def on_batch_end(self, estimator, batch, size):
+        self.calls_.append(("batch", batch, size))
+
+    def on_epoch_end(self, estimator, epoch, logs):
+        self.calls_.append(("epoch_end", epoch, dict(logs)))
+        return self.stop_at is not None and epoch >= self.stop_at
+
+    def on_train_end(self, estimator):
+        self.calls_.append("train_end")
+
+
+def test_hooks_are_called_in_order_on_copies(split):
+    X_train, _, y_train, _ = split
+    recorder = Recorder()
+    clf = MLPClassifier(max_iter=2, batch_size=500, callbacks=[recorder], device="cpu")
+    clf.fit(X_train, y_train)
+    assert not hasattr(recorder, "calls_")  # the object passed is never modified
+    calls = clf.callbacks_[0].calls_
+    assert calls[0] == "train_begin" and calls[-1] == "train_end"
+    assert calls[1] == ("epoch_begin", 1)
+    assert [c[1:] for c in calls if c[0] == "batch"][:3] == [(0, 500), (1, 500), (2, 347)]
+    epoch_ends = [c for c in calls if c[0] == "epoch_end"]
+    assert [c[1] for c in epoch_ends] == [1, 2]
+    assert epoch_ends[-1][2] == clf.history_[-1]
+
+
+def test_a_callback_can_stop_training(split):
+    X_train, _, y_train, _ = split
+    clf = MLPClassifier(max_iter=50, callbacks=[Recorder(stop_at=3)], device="cpu")
+    clf.fit(X_train, y_train)
+    assert clf.n_iter_ == 3 and len(clf.history_) == 3
+
+
+def test_callbacks_clone_with_the_estimator():
+    clf = MLPClassifier(callbacks=[EarlyStopping(patience=3)])
+    twin = clone(clf)
+    assert twin.callbacks[0] is not clf.callbacks[0]
+    assert twin.callbacks[0].patience == 3
+
+
+def test_non_callbacks_are_refused(split):
+    X_train, _, y_train, _ = split
+    with pytest.raises(TypeError, match="callbacks must be sknet.callbacks.Callback"):
+        MLPClassifier(callbacks=[print], device="cpu").fit(X_train, y_train)
+
+
+# -- history ----------------------------------------------------------------------
+
+
+def test_history_rows(split):
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(max_iter=3, random_state=0, device="cpu")
+    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    assert [row["epoch"] for row in clf.history_] == [1, 2, 3]
+    assert set(clf.history_[0]) == {"epoch", "train_loss", "valid_loss", "valid_score",
+                                    "learning_rate", "duration"}
+    assert [row["train_loss"] for row in clf.history_] == clf.loss_curve_
+    last = clf.history_[-1]
+    assert last["valid_score"] == pytest.approx(clf.score(X_val, y_val))
+    proba = np.clip(clf.predict_proba(X_val), 1e-12, 1)
+    log_loss = -np.log(proba[np.arange(len(y_val)), y_val]).mean()
+    assert last["valid_loss"] == pytest.approx(log_loss, rel=1e-4)
+    assert last["learning_rate"] == 0.001 and last["duration"] > 0
+    assert clf.validation_scores_ is None  # sklearn's attribute needs early_stopping
+
+
+def test_history_without_validation_and_across_warm_starts(split):
+    X_train, _, y_train, _ = split
+    clf = MLPClassifier(max_iter=2, warm_start=True, device="cpu").fit(X_train, y_train)
+    assert clf.history_[0]["valid_loss"] is None and clf.history_[0]["valid_score"] is None
+    clf.fit(X_train, y_train)
+    assert [row["epoch"] for row in clf.history_] == [1, 2, 3, 4]
+    clf.set_params(warm_start=False).fit(X_train, y_train)
+    assert [row["epoch"] for row in clf.history_] == [1, 2]
+
+
+def test_lbfgs_history_and_callbacks(split):
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(solver="lbfgs", max_iter=30, callbacks=[Recorder(stop_at=4)],
+                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+    assert len(clf.history_) == 4 and clf.history_[-1]["valid_score"] > 0.5
+    assert clf.n_iter_ == 4
+
+
+# -- validation data ------------------------------------------------------------------
+
+
+def test_early_stopping_uses_the_given_validation_set(split):
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(max_iter=200, early_stopping=True, n_iter_no_change=3, random_state=0,
+                        device="cpu")
+    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    assert clf.t_ == clf.n_iter_ * len(X_train)  # no rows held out of training
+    assert clf.best_validation_score_ == max(clf.validation_scores_)
+    assert clf.score(X_val, y_val) == pytest.approx(clf.best_validation_score_)
+    assert [row["valid_score"] for row in clf.history_] == clf.validation_scores_
+
+
+def test_validation_data_with_sample_weight_and_regression(split):
+    X_train, X_val, y_train, y_val = split
+    reg = MLPRegressor(max_iter=3, device="cpu")
+    reg.fit(X_train, y_train.astype(float), validation_data=(X_val, y_val.astype(float),
+                                                             np.ones(len(y_val))))
+    assert reg.history_[-1]["valid_score"] == pytest.approx(reg.score(X_val, y_val))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("nope", "validation_data must be a tuple"),
+    ((np.ones((3, 64)),), "validation_data must be a tuple"),
+    ((np.ones((3, 5)), [0, 1, 2]), "X has 5 features"),
+    ((np.ones((3, 64)), [0, 1, 42]), "classes not in"),
+])
+def test_bad_validation_data(bad, message, split):
+    X_train, _, y_train, _ = split
+    with pytest.raises(ValueError, match=message):
+        MLPClassifier(max_iter=2, device="cpu").fit(X_train, y_train, validation_data=bad)
+
+
+def test_validation_data_in_partial_fit_and_pipelines(split):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(device="cpu").partial_fit(X_train, y_train, classes=np.arange(10),
+                                                  validation_data=(X_val, y_val))
+    assert clf.history_[0]["valid_score"] is not None
+    pipe = make_pipeline(MinMaxScaler(), MLPClassifier(max_iter=2, device="cpu"))
+    pipe.fit(X_train, y_train, mlpclassifier__validation_data=(X_val, y_val))
+    assert pipe[-1].history_[-1]["valid_loss"] is not None
+
+
+# -- stock callbacks --------------------------------------------------------------------
+
+
+def test_early_stopping_callback_restores_the_best_weights(split):
+    X_train, X_val, y_train, y_val = split
+    stopper = EarlyStopping(monitor="valid_loss", patience=3)
+    clf = MLPClassifier(max_iter=300, learning_rate_init=0.02, callbacks=[stopper],
+                        random_state=0, device="cpu")
+    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    used = clf.callbacks_[0]
+    losses = [row["valid_loss"] for row in clf.history_]
+    assert used.stopped_epoch_ == len(losses) < 300
+    assert used.best_epoch_ == int(np.argmin(losses)) + 1 == len(losses) - 3
+    proba = np.clip(clf.predict_proba(X_val), 1e-12, 1)
+    restored_loss = -np.log(proba[np.arange(len(y_val)), y_val]).mean()
+    assert restored_loss == pytest.approx(min(losses), rel=1e-4)
+    assert not hasattr(used, "_best_weights") or used._best_weights is None
+
+
+def test_early_stopping_on_a_score_and_on_a_missing_key(split):
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(max_iter=100, callbacks=[EarlyStopping("valid_score", patience=2)],
+                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+    assert clf.callbacks_[0].best_value_ == max(r["valid_score"] for r in clf.history_)
+    with pytest.raises(ValueError, match="give fit validation_data"):
+        MLPClassifier(max_iter=2, callbacks=[EarlyStopping()], device="cpu").fit(
+            X_train, y_train)
+    with pytest.raises(ValueError, match="not in the history"):
+        MLPClassifier(max_iter=2, callbacks=[EarlyStopping("accuracy")], device="cpu").fit(
+            X_train, y_train)
+
+
+def test_checkpoint_writes_the_best_model_atomically(split, tmp_path, monkeypatch):
+    X_train, X_val, y_train, y_val = split
+    path = tmp_path / "best.joblib"
+    clf = MLPClassifier(max_iter=6, random_state=0, callbacks=[Checkpoint(path)],
+                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+    saved = clf.callbacks_[0].saved_epochs_
+    losses = [row["valid_loss"] for row in clf.history_]
+    assert saved[-1] == int(np.argmin(losses)) + 1
+    best = joblib.load(path)
+    assert best.history_[-1]["epoch"] == saved[-1]
+    assert_allclose(best.coefs_[0], best.layers_[0].params["W"])
+    assert os.listdir(tmp_path) == ["best.joblib"]  # no temporary file left behind
+    # a crash while writing leaves the previous file intact
+    before = path.read_bytes()
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(joblib, "dump", crash)
+    with pytest.raises(OSError, match="disk full"):
+        MLPClassifier(max_iter=2, callbacks=[Checkpoint(path, monitor=None)],
+                      device="cpu").fit(X_train, y_train)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["best.joblib"]
+
+
+def test_checkpoint_every_epoch(split, tmp_path):
+    X_train, _, y_train, _ = split
+    clf = MLPClassifier(max_iter=3, callbacks=[Checkpoint(tmp_path / "last.pkl", monitor=None)],
+                        device="cpu").fit(X_train, y_train)
+    assert clf.callbacks_[0].saved_epochs_ == [1, 2, 3]
+    assert_array_equal(joblib.load(tmp_path / "last.pkl").predict(X_train), clf.predict(X_train))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "adam"])
+def test_lr_scheduler_step_and_cosine(solver, split):
+    X_train, _, y_train, _ = split
+    clf = MLPClassifier(solver=solver, learning_rate_init=0.1, max_iter=6, device="cpu",
+                        callbacks=[LRScheduler("step", step_size=2, gamma=0.5)])
+    clf.fit(X_train, y_train)
+    # each row holds the rate used during that epoch
+    assert [row["learning_rate"] for row in clf.history_] == [0.1, 0.1, 0.05, 0.05, 0.025,
+                                                             0.025]
+    assert clf.learning_rate_init == 0.1  # the parameter is untouched
+    clf = MLPClassifier(solver=solver, learning_rate_init=0.1, max_iter=4, device="cpu",
+                        callbacks=[LRScheduler("cosine", T_max=4, min_lr=0.0)])
+    clf.fit(X_train, y_train)
+    assert_allclose([row["learning_rate"] for row in clf.history_],
+                    [0.1, 0.1 * (1 + np.cos(np.pi / 4)) / 2, 0.05,
+                     0.1 * (1 + np.cos(3 * np.pi / 4)) / 2])
+
+
+def test_lr_scheduler_reduces_on_plateau(split):
+    X_train, _, y_train, _ = split
+
+    class Flat(Callback):  # makes the monitored value stall
+        def on_epoch_end(self, estimator, epoch, logs):
+            logs["stalled"] = 1.0
+
+    clf = MLPClassifier(max_iter=5, learning_rate_init=0.01, device="cpu",
+                        callbacks=[Flat(), LRScheduler("plateau", monitor="stalled",
+                                                       patience=2, gamma=0.1)])
+    clf.fit(X_train, y_train)
+    lrs = [row["learning_rate"] for row in clf.history_]
+    assert lrs[:3] == [0.01, 0.01, 0.01] and lrs[3] == pytest.approx(0.001)
+
+
+def test_terminate_on_nan_keeps_the_last_finite_model(split):
+    X_train, _, y_train, _ = split
+    clf = MLPClassifier(solver="sgd", learning_rate_init=1e5, momentum=0.99, max_iter=30,
+                        random_state=0, device="cpu", callbacks=[TerminateOnNaN()])
+    with pytest.warns(UserWarning, match="loss became non-finite at epoch"):
+        with np.errstate(all="ignore"):
+            clf.fit(X_train * 100, y_train)
+    assert all(np.isfinite(c).all() for c in clf.coefs_)
+    assert np.isfinite(clf.loss_curve_).all() and len(clf.history_) == clf.n_iter_
+    assert np.isfinite(clf.predict_proba(X_train)).all()
+
+
+def test_progress_bar_and_verbose_table(split, capsys):
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(max_iter=2, verbose=2, device="cpu")
+    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["epoch", "train_loss", "valid_loss", "valid_score", "lr",
+                                "seconds"]
+    assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{2}$",
+                    lines[1])
+    assert len(lines) == 3 and "Iteration" not in out
+    assert "epoch 1" in err  # tqdm's bar, on stderr
+    ProgressBar()  # importable and constructible without arguments
+
+
+def test_nothing_printed_at_verbose_0(split, capsys):
+    X_train, _, y_train, _ = split
+    MLPClassifier(max_iter=2, callbacks=[EarlyStopping("train_loss")], device="cpu").fit(
+        X_train, y_train)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_callbacks_on_the_convnet(split):
+    X_train, X_val, y_train, y_val = split
+    clf = ConvNetClassifier(conv_filters=(4,), dense_units=(16,), learning_rate_init=0.02,
+                            max_iter=200, device="cpu", random_state=0,
+                            callbacks=[EarlyStopping(patience=2)])
+    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    assert clf.callbacks_[0].stopped_epoch_ == len(clf.history_) < 200
+
+
+def test_pickled_model_leaves_callback_state_behind(split):
+    import pickle
+
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(max_iter=3, callbacks=[EarlyStopping(), TerminateOnNaN()],
+                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+    restored = pickle.loads(pickle.dumps(clf))
+    assert restored.callbacks_[0].best_epoch_ == clf.callbacks_[0].best_epoch_
+    assert not hasattr(restored.callbacks_[1], "_weights")
+
+
+# -- class_weight -----------------------------------------------------------------------
+
+
+def test_class_weight_dict_equals_sample_weight(split):
+    X_train, _, y_train, _ = split
+    weights = {c: 1.0 + c for c in range(10)}
+    kw = dict(max_iter=3, random_state=0, device="cpu")
+    a = MLPClassifier(class_weight=weights, **kw).fit(X_train, y_train)
+    b = MLPClassifier(**kw).fit(X_train, y_train, sample_weight=1.0 + y_train)
+    assert_allclose(a.coefs_[0], b.coefs_[0])
+
+
+def test_class_weight_multiplies_sample_weight(split):
+    X_train, _, y_train, _ = split
+    sw = np.random.RandomState(0).rand(len(y_train))
+    kw = dict(max_iter=3, random_state=0, device="cpu")
+    a = MLPClassifier(class_weight={c: 2.0 for c in range(10)}, **kw).fit(
+        X_train, y_train, sample_weight=sw)
+    b = MLPClassifier(**kw).fit(X_train, y_train, sample_weight=2.0 * sw)
+    assert_allclose(a.coefs_[0], b.coefs_[0], rtol=1e-5, atol=1e-7)
+
+
+def test_balanced_class_weight_helps_a_rare_class(digits):
+    X, y = digits
+    rare = np.flatnonzero(y == 3)[10:]
+    keep = np.setdiff1d(np.arange(len(y)), rare)
+    X_imb, y_imb = X[keep], (y[keep] == 3).astype(int)
+    kw = dict(max_iter=30, random_state=0, device="cpu")
+    plain = MLPClassifier(**kw).fit(X_imb, y_imb)
+    balanced = MLPClassifier(class_weight="balanced", **kw).fit(X_imb, y_imb)
+    threes = X[y == 3]
+    assert balanced.predict(threes).mean() > plain.predict(threes).mean()
+
+
+def test_balanced_class_weight_is_refused_by_partial_fit(split):
+    X_train, _, y_train, _ = split
+    with pytest.raises(ValueError, match="'balanced' is not supported by partial_fit"):
+        MLPClassifier(class_weight="balanced", device="cpu").partial_fit(
+            X_train, y_train, classes=np.arange(10))
+    ConvNetClassifier(class_weight={0: 2.0}, conv_filters=(2,), dense_units=(4,),
+                      max_iter=1, device="cpu").fit(X_train, y_train)
