@@ -199,7 +199,7 @@ def _table_row(logs):
         cell(logs["valid_loss"], 10, ".5f"),
         cell(logs["valid_score"], 11, ".5f"),
         cell(logs["learning_rate"], 9, ".3g"),
-        cell(logs["duration"], 7, ".2f"),
+        cell(logs["duration"], 7, ".3f"),
     ])
 
 
@@ -816,7 +816,9 @@ default=None
         logs = self._record_history(epoch, loss, valid_loss, valid_score, started)
         self._update_no_improvement_count(valid_score)
         self._optimizer.iteration_ends(self.t_)
-        stop = self._notify("on_epoch_end", epoch, logs)
+        stop = self._notify("on_epoch_end", epoch, logs)  # progress bars close here
+        if self.verbose >= 2:
+            print(_table_row(logs))
 
         if self._no_improvement_count > self.n_iter_no_change:
             what = "Validation score" if self.early_stopping else "Training loss"
@@ -849,8 +851,6 @@ default=None
             "duration": time.perf_counter() - started,
         }
         self.history_.append(logs)
-        if self.verbose >= 2:
-            print(_table_row(logs))
         return logs
 
     def _print_table_header(self):
@@ -962,7 +962,10 @@ default=None
             epoch = len(self.history_) + 1
             logs = self._record_history(epoch, loss, valid_loss, valid_score, started[0])
             started[0] = time.perf_counter()
-            return self._notify("on_epoch_end", epoch, logs)
+            stop = self._notify("on_epoch_end", epoch, logs)
+            if self.verbose >= 2:
+                print(_table_row(logs))
+            return stop
 
         self._notify("on_train_begin")
         self._print_table_header()

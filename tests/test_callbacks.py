@@ -290,7 +290,7 @@ def test_progress_bar_and_verbose_table(split, capsys):
     lines = out.strip().splitlines()
     assert lines[0].split() == ["epoch", "train_loss", "valid_loss", "valid_score", "lr",
                                 "seconds"]
-    assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{2}$",
+    assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{3}$",
                     lines[1])
     assert len(lines) == 3 and "Iteration" not in out
     assert "epoch 1" in err  # tqdm's bar, on stderr
