@@ -2,7 +2,30 @@
 
 __version__ = "0.1.0"
 
+from sknet import callbacks, layers  # noqa: E402
 from sknet._convnet import ConvNetClassifier  # noqa: E402
+from sknet._init import SklearnGlorotUniform  # noqa: E402
+from sknet._losses import LOSSES  # noqa: E402
 from sknet._mlp import MLPClassifier, MLPRegressor  # noqa: E402
+from sknet._optimizers import SGD, Adam  # noqa: E402
 
-__all__ = ["ConvNetClassifier", "MLPClassifier", "MLPRegressor", "__version__"]
+
+def _trusted_types():
+    classes = [ConvNetClassifier, MLPClassifier, MLPRegressor, SklearnGlorotUniform, SGD, Adam]
+    classes += list(LOSSES.values())
+    classes += [getattr(layers, name) for name in layers.__all__ if name != "Layer"]
+    classes += [getattr(callbacks, name) for name in callbacks.__all__ if name != "Callback"]
+    return sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
+
+
+#: Every type an sknet model can hold, for ``skops.io.load(file, trusted=TRUSTED_TYPES)``.
+#: Models with custom layers or callbacks also need those types' names.
+TRUSTED_TYPES = _trusted_types()
+
+__all__ = [
+    "ConvNetClassifier",
+    "MLPClassifier",
+    "MLPRegressor",
+    "TRUSTED_TYPES",
+    "__version__",
+]

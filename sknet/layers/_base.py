@@ -137,6 +137,8 @@ class Layer(BaseEstimator):
         backend = state.pop("backend_", None)
         state.pop("_buffers", None)
         state.pop("_cache", None)
+        if "dtype_" in state:  # a plain string: loads without trusting numpy.dtype
+            state["dtype_"] = str(state["dtype_"])
         if backend is not None:
             state["_backend_name"] = backend.name
             for key in ("params", "grads", "state"):
@@ -147,6 +149,8 @@ class Layer(BaseEstimator):
     def __setstate__(self, state):
         # Arrays come back as NumPy; the estimator moves them to its backend.
         backend_name = state.pop("_backend_name", None)
+        if "dtype_" in state:
+            state["dtype_"] = np.dtype(state["dtype_"])
         super().__setstate__(state)
         if backend_name is not None:
             from sknet.backend import get_backend
