@@ -365,3 +365,32 @@ def test_balanced_class_weight_is_refused_by_partial_fit(split):
             X_train, y_train, classes=np.arange(10))
     ConvNetClassifier(class_weight={0: 2.0}, conv_filters=(2,), dense_units=(4,),
                       max_iter=1, device="cpu").fit(X_train, y_train)
+
+
+def test_validation_data_through_metadata_routing(split):
+    import sklearn
+    from sklearn.model_selection import cross_validate
+
+    X_train, X_val, y_train, y_val = split
+    with sklearn.config_context(enable_metadata_routing=True):
+        clf = MLPClassifier(max_iter=2, device="cpu").set_fit_request(
+            validation_data=True, sample_weight=False)
+        result = cross_validate(clf, X_train, y_train, cv=2, return_estimator=True,
+                                params={"validation_data": (X_val, y_val)})
+    for fitted in result["estimator"]:
+        assert fitted.history_[-1]["valid_score"] == pytest.approx(fitted.score(X_val, y_val))
+
+
+def test_verbose_2_without_tqdm_prints_the_table_alone(split, capsys, monkeypatch):
+    import importlib.util
+
+    import sknet._base
+
+    X_train, _, y_train, _ = split
+    real = importlib.util.find_spec
+    monkeypatch.setattr(sknet._base.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tqdm" else real(name, *a))
+    clf = MLPClassifier(max_iter=2, verbose=2, device="cpu").fit(X_train, y_train)
+    out, err = capsys.readouterr()
+    assert len(out.strip().splitlines()) == 3 and err == ""
+    assert not any(isinstance(cb, ProgressBar) for cb in clf.callbacks_)

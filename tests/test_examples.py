@@ -1,0 +1,47 @@
+"""The gallery examples run (the quick ones; MNIST ones need the data)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name, *args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent), "MPLBACKEND": "Agg"}
+    result = subprocess.run([sys.executable, str(EXAMPLES / name), *args], env=env,
+                            capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_digits_pipeline():
+    out = run_example("digits_pipeline.py")
+    assert "identical predictions" in out and "Test accuracy of the reloaded pipeline" in out
+
+
+def test_convnet_digits():
+    assert "Grid search over the layer list" in run_example("convnet_digits.py")
+
+
+def test_plot_learning_curves(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
+    out = run_example("plot_learning_curves.py", str(tmp_path / "curves.png"))
+    assert "Stopped at epoch" in out and (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_persistence_skops_onnx():
+    for module in ("skops", "skl2onnx", "onnxruntime"):
+        pytest.importorskip(module, reason=f"needs {module} (the skops/onnx extras)")
+    out = run_example("persistence_skops_onnx.py")
+    assert "all sknet's own: True" in out and "same labels True" in out
+
+
+@pytest.mark.skipif(not os.environ.get("SKNET_MNIST_DIR"), reason="MNIST not configured")
+def test_mnist_examples():
+    directory = os.environ["SKNET_MNIST_DIR"]
+    assert "sknet: test accuracy" in run_example("mnist_mlp.py", directory)
+    assert "Test accuracy" in run_example("convnet_mnist.py", directory, "1")
