@@ -5,7 +5,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
@@ -15,6 +14,7 @@ from sknet._base import (
     fill_doc,
 )
 from sknet._classifier import NetworkClassifierMixin
+from sknet._layer_list import LayerListMixin
 from sknet.backend import ACTIVATIONS, is_device_array
 from sknet.layers import (
     Activation,
@@ -23,7 +23,6 @@ from sknet.layers import (
     Dense,
     Dropout,
     Flatten,
-    Layer,
     MaxPool2D,
 )
 
@@ -89,7 +88,7 @@ def _normalize_shape(shape, name="input_shape"):
     return tuple(values)
 
 
-class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
+class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwork):
     """Convolutional neural-network classifier for images, on NumPy or a GPU.
 
     As easy as :class:`MLPClassifier`: a few grid-searchable parameters
@@ -218,55 +217,13 @@ class ConvNetClassifier(NetworkClassifierMixin, BaseNeuralNetwork):
         self.callbacks = callbacks
         self.class_weight = class_weight
 
-    # -- nested parameters of the layers list (layers__0__filters) -------------
-    def get_params(self, deep=True):
-        params = super().get_params(deep=False)
-        if deep and isinstance(self.layers, (list, tuple)):
-            for i, layer in enumerate(self.layers):
-                params[f"layers__{i}"] = layer
-                if isinstance(layer, Layer):
-                    for key, value in layer.get_params(deep=True).items():
-                        params[f"layers__{i}__{key}"] = value
-        return params
-
-    def set_params(self, **params):
-        nested = {k: params.pop(k) for k in list(params) if k.startswith("layers__")}
-        super().set_params(**params)
-        if nested:
-            if not isinstance(self.layers, (list, tuple)):
-                raise ValueError(
-                    f"Cannot set {sorted(nested)}: this ConvNetClassifier has no "
-                    "`layers` list."
-                )
-            layers, copied = list(self.layers), set()
-            for key, value in nested.items():
-                _, index, *rest = key.split("__", 2)
-                if not index.isdigit() or int(index) >= len(layers):
-                    raise ValueError(
-                        f"Invalid parameter {key!r}: `layers` has {len(layers)} entries."
-                    )
-                i = int(index)
-                if not rest:
-                    layers[i], copied = value, copied | {i}
-                    continue
-                if i not in copied:  # never modify the caller's layer objects
-                    layers[i], copied = clone(layers[i]), copied | {i}
-                layers[i].set_params(**{rest[0]: value})
-            self.layers = layers
-        return self
-
     # -- images in ---------------------------------------------------------------
     def _check_params(self):
         _positive_ints(self.conv_filters, "conv_filters")
         _positive_ints(self.dense_units, "dense_units")
         if self.input_shape is not None:
             _normalize_shape(self.input_shape)
-        if self.layers is not None:
-            if len(self.layers) == 0 or not all(isinstance(x, Layer) for x in self.layers):
-                raise ValueError(
-                    "layers must be a non-empty list of sknet.layers.Layer objects, "
-                    f"got {self.layers!r}"
-                )
+        self._check_layer_list()
         uses_dropout = self.dropout > 0 if self.layers is None else any(
             isinstance(layer, Dropout) for layer in self.layers
         )

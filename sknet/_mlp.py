@@ -3,11 +3,7 @@
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import RegressorMixin
-from sklearn.metrics import r2_score
-from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.metaestimators import available_if
 
 from sknet._base import (
     FITTED_ATTRIBUTES_DOC,
@@ -17,6 +13,7 @@ from sknet._base import (
 )
 from sknet._classifier import NetworkClassifierMixin
 from sknet._init import SklearnGlorotUniform
+from sknet._regressor import NetworkRegressorMixin
 from sknet.backend import ACTIVATIONS
 from sknet.layers import Dense, Dropout
 
@@ -214,7 +211,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.callbacks = callbacks
         self.class_weight = class_weight
 
-class MLPRegressor(RegressorMixin, _BaseMLP):
+class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
     """Multi-layer perceptron regressor, on NumPy or a CUDA GPU.
 
     A drop-in for :class:`sklearn.neural_network.MLPRegressor` (same
@@ -257,7 +254,7 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
 
     _parameter_constraints: dict = {
         **_BaseMLP._parameter_constraints,
-        "loss": [StrOptions({"squared_error", "poisson"})],
+        **NetworkRegressorMixin._parameter_constraints,
     }
 
     def __init__(
@@ -320,74 +317,6 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
         self.device = device
         self.dtype = dtype
         self.callbacks = callbacks
-
-    def _loss_name(self):
-        return self.loss
-
-    def _validate_input(self, X, y, incremental, reset):
-        X, y = self._validate_Xy(X, y, reset, y_numeric=True)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if self.loss == "poisson" and np.any(y < 0):
-            raise ValueError(
-                f"loss='poisson' requires y >= 0, but y has values down to "
-                f"{y.min()}."
-            )
-        Y = y.reshape(-1, 1) if y.ndim == 1 else y
-        return X, Y
-
-    def _validation_score(self, Y_true, P, sample_weight):
-        return r2_score(Y_true, P, sample_weight=sample_weight)
-
-    @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, sample_weight=None, validation_data=None):
-        """Update the model with a single epoch over the given data.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            The input data.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            The targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative sample weights.
-        validation_data : tuple (X_val, y_val[, sample_weight_val]), default=None
-            A validation set scored after the epoch, recorded in ``history_``.
-
-        Returns
-        -------
-        self : object
-            The updated estimator.
-        """
-        return self._fit(
-            X, y, sample_weight=sample_weight, incremental=True,
-            validation_data=validation_data,
-        )
-
-    def predict(self, X):
-        """Predict using the multi-layer perceptron.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            The input data.
-
-        Returns
-        -------
-        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-            The predicted values.
-        """
-        X = self._validate_X_predict(X)
-        P = self._predict_outputs(X)
-        return P.ravel() if P.shape[1] == 1 else P
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # Multi-output regression works in any dtype, but scikit-learn's tag
-        # also promises float64 predictions, which only a float64 model makes.
-        tags.target_tags.multi_output = self._np_dtype == np.float64
-        return tags
-
 
 for _cls in (MLPClassifier, MLPRegressor):
     fill_doc(

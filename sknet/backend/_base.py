@@ -313,6 +313,10 @@ class Backend:
         y += alpha * x
         return y
 
+    def scatter_add_rows(self, target, idx, values):
+        """``target[idx[k]] += values[k]`` for every k, repeated indices summed."""
+        self.xp.add.at(target, idx, values)
+
     # -- convolution ----------------------------------------------------------
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
         """Patches of ``X`` (N, C, H, W) as an array of shape (C, kh, kw, N, OH, OW).

@@ -189,6 +189,11 @@ class CupyBackend(Backend):
         # Kernels that only read y get it in place of z too.
         return _backward_kernel(name)(dY, Y, Y if Z is None else Z, out)
 
+    def scatter_add_rows(self, target, idx, values):
+        import cupyx
+
+        cupyx.scatter_add(target, idx, values)
+
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
         N, C, H, W = X.shape
         OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)

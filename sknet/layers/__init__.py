@@ -12,7 +12,9 @@ from sknet.layers._dense import Dense
 from sknet.layers._dropout import Dropout
 from sknet.layers._normalization import BatchNorm
 from sknet.layers._pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
+from sknet.layers._recurrent import GRU, LSTM, SimpleRNN
 from sknet.layers._reshape import Flatten
+from sknet.layers._sequence import Embedding, GlobalAvgPool1D, TimeDistributed
 
 __all__ = [
     "Activation",
@@ -21,8 +23,14 @@ __all__ = [
     "Conv2D",
     "Dense",
     "Dropout",
+    "Embedding",
     "Flatten",
+    "GRU",
+    "GlobalAvgPool1D",
     "GlobalAvgPool2D",
+    "LSTM",
     "Layer",
     "MaxPool2D",
+    "SimpleRNN",
+    "TimeDistributed",
 ]

@@ -1,0 +1,345 @@
+"""Recurrent layers: SimpleRNN, LSTM and GRU, with masks and both directions.
+
+Inputs are batch-first sequences ``(batch, timesteps, features)``. One matrix
+product projects the inputs of every step at once (``X @ W + b``); each step
+then adds one matrix product of the previous state with all the gates'
+recurrent weights together (``h @ U``). Backpropagation through time gathers
+the per-step gate gradients so that ``dW``, ``dU`` and ``dX`` are again one
+matrix product each.
+
+A mask ``(batch, timesteps)`` marks the real steps of padded sequences: on a
+masked step the state is carried over unchanged, so padding, before or after
+the sequence, changes neither the outputs at real steps nor the final state.
+"""
+
+from numbers import Integral
+
+import numpy as np
+
+from sknet.backend import ACTIVATIONS
+from sknet.layers._base import Layer
+
+
+def _sigmoid(xp, z):
+    return ACTIVATIONS["logistic"].forward(xp, z, xp.empty_like(z))
+
+
+def _orthogonal(rng, n, n_blocks):
+    """``n_blocks`` orthogonal ``(n, n)`` blocks side by side, drawn on the host."""
+    blocks = []
+    for _ in range(n_blocks):
+        q, r = np.linalg.qr(rng.standard_normal((n, n)))
+        blocks.append(q * np.sign(np.diag(r)))
+    return np.concatenate(blocks, axis=1)
+
+
+class _Recurrent(Layer):
+    """Shared machinery: parameters per direction, masks, time loops."""
+
+    supports_mask = True
+    #: number of gates (blocks of ``units`` columns in W, U and b)
+    n_gates = 1
+
+    def __init__(self, units, *, return_sequences=False, bidirectional=False):
+        self.units = units
+        self.return_sequences = return_sequences
+        self.bidirectional = bidirectional
+
+    @property
+    def regularized(self):
+        return ("W", "U", "Wr", "Ur") if self.bidirectional else ("W", "U")
+
+    def _directions(self):
+        return ("", "r") if self.bidirectional else ("",)
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if not isinstance(self.units, Integral) or isinstance(self.units, bool) or self.units < 1:
+            raise ValueError(f"units must be a positive integer, got {self.units!r}")
+        if len(self.input_shape_) != 2:
+            raise ValueError(
+                f"{type(self).__name__} expects sequences of shape (timesteps, features), "
+                f"got samples of shape {self.input_shape_}"
+            )
+        T, F = self.input_shape_
+        H, G = int(self.units), self.n_gates
+        bound = np.sqrt(6.0 / (F + G * H))
+        for d in self._directions():
+            params = {
+                "W" + d: rng.uniform(-bound, bound, (F, G * H)),
+                "U" + d: _orthogonal(rng, H, G),
+                "b" + d: self._initial_bias(H),
+            }
+            params.update(self._extra_params(d, H))
+            self._add_params(**params)
+        width = H * len(self._directions())
+        self.output_shape_ = (T, width) if self.return_sequences else (width,)
+        return self.output_shape_
+
+    def _initial_bias(self, H):
+        return np.zeros(self.n_gates * H)
+
+    def _extra_params(self, d, H):
+        return {}
+
+    # -- forward ---------------------------------------------------------------
+    def forward(self, X, *, training, mask=None):
+        xp = self.xp
+        N, T, _ = X.shape
+        H = int(self.units)
+        outputs, caches = [], []
+        for d in self._directions():
+            P = (X.reshape(N * T, -1) @ self.params["W" + d]).reshape(N, T, -1)
+            P += self.params["b" + d]
+            steps = range(T - 1, -1, -1) if d == "r" else range(T)
+            h = xp.zeros((N, H), dtype=X.dtype)
+            state = self._initial_state(xp, N, H, X.dtype)
+            seq = xp.empty((N, T, H), dtype=X.dtype) if self.return_sequences else None
+            records = []
+            for t in steps:
+                m = None if mask is None else mask[:, t, None]
+                h, state, record = self._step(xp, P[:, t], h, state, d, m, training)
+                if training:
+                    records.append((t, record))
+                if seq is not None:
+                    seq[:, t] = h
+            outputs.append(seq if seq is not None else h)
+            if training:
+                caches.append((d, records))
+        Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
+        if training:
+            self._cache = {"X": X, "mask": mask, "directions": caches}
+        return Y
+
+    # -- backward --------------------------------------------------------------
+    def backward(self, dY):
+        xp, cache = self.xp, self._cache
+        X, mask = cache["X"], cache["mask"]
+        N, T, F = X.shape
+        H = int(self.units)
+        dX = None
+        for k, (d, records) in enumerate(cache["directions"]):
+            part = dY[..., k * H : (k + 1) * H]
+            dP = xp.zeros((N, T, self.n_gates * H), dtype=X.dtype)
+            h_prev_all = xp.empty((N, T, H), dtype=X.dtype)
+            dh = xp.zeros((N, H), dtype=X.dtype)
+            dstate = self._zero_state_grad(xp, N, H, X.dtype)
+            if not self.return_sequences:
+                dh = dh + part
+            for t, record in reversed(records):
+                if self.return_sequences:
+                    dh = dh + part[:, t]
+                m = None if mask is None else mask[:, t, None]
+                dz, dh, dstate = self._step_backward(xp, record, dh, dstate, d, m)
+                dP[:, t] = dz
+                h_prev_all[:, t] = record["h_prev"]
+            dP2 = dP.reshape(N * T, -1)
+            xp.matmul(X.reshape(N * T, F).T, dP2, out=self.grads["W" + d])
+            self.grads["b" + d][...] = dP2.sum(axis=0)
+            self._recurrent_grads(xp, h_prev_all.reshape(N * T, H), dP2, d, records)
+            if not self.skip_input_grad:
+                dXd = (dP2 @ self.params["W" + d].T).reshape(N, T, F)
+                dX = dXd if dX is None else dX + dXd
+        return dX
+
+    def _recurrent_grads(self, xp, h_prev, dZ, d, records):
+        xp.matmul(h_prev.T, dZ, out=self.grads["U" + d])
+
+    def _initial_state(self, xp, N, H, dtype):
+        return None
+
+    def _zero_state_grad(self, xp, N, H, dtype):
+        return None
+
+
+def _carry(xp, m, new, old):
+    """The new state on real steps, the old one on masked steps."""
+    return new if m is None else xp.where(m, new, old)
+
+
+class SimpleRNN(_Recurrent):
+    """Fully recurrent layer, ``h_t = f(x_t W + h_{t-1} U + b)``.
+
+    Parameters
+    ----------
+    units : int
+        Size of the state.
+    activation : {'tanh', 'relu', ...}, default='tanh'
+        Activation of the state (any of :data:`sknet.backend.ACTIVATIONS`).
+    return_sequences : bool, default=False
+        Output the state at every step ``(batch, timesteps, units)`` instead
+        of the last one ``(batch, units)``.
+    bidirectional : bool, default=False
+        Also run over the reversed sequence; the two outputs are concatenated
+        (``2 * units`` features).
+
+    Notes
+    -----
+    Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+    """
+
+    def __init__(self, units, *, activation="tanh", return_sequences=False,
+                 bidirectional=False):
+        super().__init__(units, return_sequences=return_sequences, bidirectional=bidirectional)
+        self.activation = activation
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
+        return super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+
+    def _step(self, xp, p, h, state, d, m, training):
+        z = p + h @ self.params["U" + d]
+        h_new = self.backend_.activation_forward(self.activation, z, xp.empty_like(z))
+        record = {"h_prev": h, "z": z, "h": h_new, "m": m} if training else None
+        return _carry(xp, m, h_new, h), None, record
+
+    def _step_backward(self, xp, record, dh, dstate, d, m):
+        dz = self.backend_.activation_backward(
+            self.activation, dh.copy(), record["h"], record["z"], xp.empty_like(dh)
+        )
+        if m is not None:
+            dz = xp.where(m, dz, 0)
+        dh_prev = dz @ self.params["U" + d].T
+        if m is not None:
+            dh_prev = dh_prev + xp.where(m, 0, dh)
+        return dz, dh_prev, None
+
+
+class LSTM(_Recurrent):
+    """Long short-term memory layer (gates ordered input, forget, cell, output).
+
+    ``i, f, o = sigmoid(...)``, ``g = tanh(...)`` of ``x_t W + h_{t-1} U + b``;
+    ``c_t = f c_{t-1} + i g``; ``h_t = o tanh(c_t)``. The forget gate's bias
+    starts at 1 and the recurrent weights are orthogonal.
+
+    Parameters
+    ----------
+    units : int
+        Size of the state.
+    return_sequences : bool, default=False
+        Output the state at every step ``(batch, timesteps, units)`` instead
+        of the last one ``(batch, units)``.
+    bidirectional : bool, default=False
+        Also run over the reversed sequence; the two outputs are concatenated.
+
+    Notes
+    -----
+    Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+    """
+
+    n_gates = 4
+
+    def _initial_bias(self, H):
+        b = np.zeros(4 * H)
+        b[H : 2 * H] = 1.0
+        return b
+
+    def _initial_state(self, xp, N, H, dtype):
+        return xp.zeros((N, H), dtype=dtype)
+
+    def _zero_state_grad(self, xp, N, H, dtype):
+        return xp.zeros((N, H), dtype=dtype)
+
+    def _step(self, xp, p, h, c, d, m, training):
+        H = int(self.units)
+        z = p + h @ self.params["U" + d]
+        i = _sigmoid(xp, z[:, :H])
+        f = _sigmoid(xp, z[:, H : 2 * H])
+        g = xp.tanh(z[:, 2 * H : 3 * H])
+        o = _sigmoid(xp, z[:, 3 * H :])
+        c_new = f * c + i * g
+        tanh_c = xp.tanh(c_new)
+        h_new = o * tanh_c
+        record = None
+        if training:
+            record = {"h_prev": h, "c_prev": c, "i": i, "f": f, "g": g, "o": o,
+                      "tanh_c": tanh_c}
+        return _carry(xp, m, h_new, h), _carry(xp, m, c_new, c), record
+
+    def _step_backward(self, xp, r, dh, dc, d, m):
+        i, f, g, o, tanh_c = r["i"], r["f"], r["g"], r["o"], r["tanh_c"]
+        do = dh * tanh_c
+        dc_total = dc + dh * o * (1 - tanh_c * tanh_c)
+        di = dc_total * g
+        dg = dc_total * i
+        df = dc_total * r["c_prev"]
+        dz = xp.concatenate(
+            [di * i * (1 - i), df * f * (1 - f), dg * (1 - g * g), do * o * (1 - o)], axis=1
+        )
+        dc_prev = dc_total * f
+        if m is not None:
+            dz = xp.where(m, dz, 0)
+            dc_prev = xp.where(m, dc_prev, dc)
+        dh_prev = dz @ self.params["U" + d].T
+        if m is not None:
+            dh_prev = dh_prev + xp.where(m, 0, dh)
+        return dz, dh_prev, dc_prev
+
+
+class GRU(_Recurrent):
+    """Gated recurrent unit (gates ordered update, reset, new; reset after the product).
+
+    ``z, r = sigmoid(...)`` and ``n = tanh(x_n + r * (h_{t-1} U_n + bh_n))``,
+    ``h_t = (1 - z) n + z h_{t-1}``, the formulation of cuDNN and PyTorch:
+    the recurrent product has its own bias ``bh``.
+
+    Parameters
+    ----------
+    units : int
+        Size of the state.
+    return_sequences : bool, default=False
+        Output the state at every step instead of the last one.
+    bidirectional : bool, default=False
+        Also run over the reversed sequence; the two outputs are concatenated.
+
+    Notes
+    -----
+    Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+    """
+
+    n_gates = 3
+
+    def _extra_params(self, d, H):
+        return {"bh" + d: np.zeros(3 * H)}
+
+    def _step(self, xp, p, h, state, d, m, training):
+        H = int(self.units)
+        hu = h @ self.params["U" + d]
+        hu += self.params["bh" + d]
+        z = _sigmoid(xp, p[:, :H] + hu[:, :H])
+        r = _sigmoid(xp, p[:, H : 2 * H] + hu[:, H : 2 * H])
+        n = xp.tanh(p[:, 2 * H :] + r * hu[:, 2 * H :])
+        h_new = (1 - z) * n + z * h
+        record = None
+        if training:
+            record = {"h_prev": h, "z": z, "r": r, "n": n, "hu_n": hu[:, 2 * H :]}
+        return _carry(xp, m, h_new, h), None, record
+
+    def _step_backward(self, xp, rec, dh, dstate, d, m):
+        z, r, n, h_prev, hu_n = rec["z"], rec["r"], rec["n"], rec["h_prev"], rec["hu_n"]
+        dn = dh * (1 - z)
+        dz_ = dh * (h_prev - n)
+        dan = dn * (1 - n * n)  # gradient at the tanh's input
+        dr = dan * hu_n
+        dzz = dz_ * z * (1 - z)
+        drr = dr * r * (1 - r)
+        dP = xp.concatenate([dzz, drr, dan], axis=1)  # wrt the input projection
+        dHU = xp.concatenate([dzz, drr, dan * r], axis=1)  # wrt h U + bh
+        if m is not None:
+            dP = xp.where(m, dP, 0)
+            dHU = xp.where(m, dHU, 0)
+        rec["dHU"] = dHU
+        dh_prev = dh * z + dHU @ self.params["U" + d].T
+        if m is not None:
+            dh_prev = xp.where(m, dh_prev, dh)
+        return dP, dh_prev, None
+
+    def _recurrent_grads(self, xp, h_prev, dZ, d, records):
+        # The recurrent product's gradient differs from the input's on the new gate.
+        dHU = xp.stack([rec["dHU"] for _, rec in sorted(records, key=lambda x: x[0])], axis=1)
+        dHU = dHU.reshape(-1, dHU.shape[-1])
+        xp.matmul(h_prev.T, dHU, out=self.grads["U" + d])
+        self.grads["bh" + d][...] = dHU.sum(axis=0)

@@ -1,0 +1,187 @@
+"""Layers for sequences: token embeddings, per-step layers, pooling over time."""
+
+import copy
+from numbers import Integral
+
+import numpy as np
+
+from sknet.layers._base import Layer
+
+
+class Embedding(Layer):
+    """Integer token ids to learned vectors.
+
+    Parameters
+    ----------
+    input_dim : int
+        Size of the vocabulary: ids run from 0 to ``input_dim - 1``.
+    output_dim : int
+        Length of each vector.
+
+    Attributes
+    ----------
+    params : dict
+        ``'E'``, the ``(input_dim, output_dim)`` table.
+
+    Notes
+    -----
+    Input shape: ``(batch, timesteps)`` of integer ids (any numeric dtype
+    holding whole numbers). Output shape: ``(batch, timesteps, output_dim)``.
+    It is always a first layer: there is no gradient with respect to ids.
+    """
+
+    def __init__(self, input_dim, output_dim):
+        self.input_dim = input_dim
+        self.output_dim = output_dim
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        for name in ("input_dim", "output_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if len(self.input_shape_) != 1:
+            raise ValueError(
+                "Embedding expects samples of token ids of shape (timesteps,), got "
+                f"{self.input_shape_}"
+            )
+        self._add_params(E=rng.uniform(-0.05, 0.05, (self.input_dim, self.output_dim)))
+        self.output_shape_ = (self.input_shape_[0], int(self.output_dim))
+        return self.output_shape_
+
+    def check_ids(self, X):
+        """Raise a ValueError unless ``X`` holds whole ids in ``[0, input_dim)``."""
+        if X.size and (
+            bool((X != np.floor(X)).any()) or X.min() < 0 or X.max() >= self.input_dim
+        ):
+            raise ValueError(
+                f"Embedding takes whole token ids in [0, {self.input_dim}); got values "
+                f"from {X.min()} to {X.max()}"
+            )
+
+    def forward(self, X, *, training):
+        xp = self.xp
+        if self.backend_.name == "cpu":  # on a GPU the estimator checked on the host
+            self.check_ids(X)
+        ids = X.astype(xp.int64)
+        if training:
+            self._cache = {"ids": ids}
+        return self.params["E"][ids]
+
+    def backward(self, dY):
+        gE = self.grads["E"]
+        gE[...] = 0
+        self.backend_.scatter_add_rows(
+            gE, self._cache["ids"].reshape(-1), dY.reshape(-1, gE.shape[1])
+        )
+        return None
+
+
+class TimeDistributed(Layer):
+    """Apply a layer to every step of a sequence (e.g. a Dense per step).
+
+    Parameters
+    ----------
+    layer : Layer
+        The layer to apply; it sees samples of the per-step shape.
+
+    Notes
+    -----
+    Input shape: ``(batch, timesteps, ...)``. Output shape:
+    ``(batch, timesteps, ...)`` with the inner layer's per-step output shape.
+    The inner layer's parameters are this layer's parameters.
+    """
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    @property
+    def regularized(self):
+        return self.layer.regularized
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if not isinstance(self.layer, Layer):
+            raise ValueError(f"layer must be an sknet Layer, got {self.layer!r}")
+        if len(self.input_shape_) < 2:
+            raise ValueError(
+                "TimeDistributed expects sequences (timesteps, ...), got samples of "
+                f"shape {self.input_shape_}"
+            )
+        self.inner_ = copy.deepcopy(self.layer)
+        inner_shape = self.inner_.build(self.input_shape_[1:], backend=backend, dtype=dtype,
+                                        rng=rng)
+        self._share()
+        self.output_shape_ = (self.input_shape_[0],) + tuple(inner_shape)
+        return self.output_shape_
+
+    def _share(self):
+        # The same dicts: views the estimator puts in place reach the inner layer.
+        self.params, self.grads, self.state = (
+            self.inner_.params, self.inner_.grads, self.inner_.state)
+
+    def forward(self, X, *, training):
+        N, T = X.shape[:2]
+        Y = self.inner_.forward(X.reshape((N * T,) + X.shape[2:]), training=training)
+        return Y.reshape((N, T) + Y.shape[1:])
+
+    def backward(self, dY):
+        N, T = dY.shape[:2]
+        self.inner_.skip_input_grad = self.skip_input_grad
+        dX = self.inner_.backward(dY.reshape((N * T,) + dY.shape[2:]))
+        return None if dX is None else dX.reshape((N, T) + dX.shape[1:])
+
+    def release(self):
+        super().release()
+        self.inner_.release()
+
+    def to_backend(self, backend):
+        self.inner_.to_backend(backend)
+        self.backend_ = backend
+        self._share()
+        self._buffers, self._cache = {}, {}
+        return self
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "inner_" in state:
+            self._share()
+
+
+class GlobalAvgPool1D(Layer):
+    """Mean over the (real, with a mask) steps of a sequence.
+
+    Notes
+    -----
+    Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+    Output shape: ``(batch, features)``.
+    """
+
+    supports_mask = True
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        if len(self.input_shape_) != 2:
+            raise ValueError(
+                "GlobalAvgPool1D expects sequences of shape (timesteps, features), got "
+                f"{self.input_shape_}"
+            )
+        self.output_shape_ = (self.input_shape_[1],)
+        return self.output_shape_
+
+    def forward(self, X, *, training, mask=None):
+        xp = self.xp
+        if mask is None:
+            weights = xp.full(X.shape[:2], 1.0 / X.shape[1], dtype=X.dtype)
+        else:
+            counts = xp.maximum(mask.sum(axis=1, keepdims=True), 1)
+            weights = mask.astype(X.dtype) / counts.astype(X.dtype)
+        if training:
+            self._cache = {"weights": weights}
+        return (X * weights[:, :, None]).sum(axis=1)
+
+    def backward(self, dY):
+        return dY[:, None, :] * self._cache["weights"][:, :, None]
+
+
+__all__ = ["Embedding", "GlobalAvgPool1D", "TimeDistributed"]
