@@ -288,6 +288,9 @@ class BaseNeuralNetwork(BaseEstimator):
         ],
     }
 
+    #: the sparse formats X may come in (``False``: dense only)
+    _accept_sparse = ["csr", "csc"]
+
     # -- what subclasses provide --------------------------------------------
     @abstractmethod
     def _build_layers(self):
@@ -320,6 +323,10 @@ class BaseNeuralNetwork(BaseEstimator):
         """Layers appended after ``_build_layers`` given its output shape."""
         return []
 
+    def _input_mask(self, X):
+        """Which steps of a batch of sequences are real (sequence models override)."""
+        return None
+
     def _export_fitted(self):
         """Set NumPy fitted attributes from the layers (subclasses extend)."""
 
@@ -331,7 +338,7 @@ class BaseNeuralNetwork(BaseEstimator):
         return validate_data(
             self,
             X,
-            accept_sparse=["csr", "csc"],
+            accept_sparse=self._accept_sparse,
             dtype=[self._np_dtype.type, np.float64, np.float32],
             reset=False,
         )
@@ -341,7 +348,7 @@ class BaseNeuralNetwork(BaseEstimator):
             self,
             X,
             y,
-            accept_sparse=["csr", "csc"],
+            accept_sparse=self._accept_sparse,
             multi_output=True,
             dtype=[self._np_dtype.type, np.float64, np.float32],
             reset=reset,
@@ -662,8 +669,12 @@ default=None
         if backend.is_sparse(X) and not self.layers_[0].accepts_sparse:
             X = X.toarray()
         X = self._network_input(X)
+        mask = self._input_mask(X)
         for layer in self.layers_:
-            X = layer.forward(X, training=training)
+            if mask is not None and getattr(layer, "supports_mask", False):
+                X = layer.forward(X, training=training, mask=mask)
+            else:
+                X = layer.forward(X, training=training)
         return X
 
     def _backward(self, dY):
@@ -687,6 +698,7 @@ default=None
         backend = self._backend
         xp = backend.xp
         grads = [self._flat_grads]
+        clip_norm = getattr(self, "clip_norm", None)
         n = X.shape[0] if order is None else order.shape[0]
         total = xp.zeros((), dtype=np.float64)
         for i, start in enumerate(range(0, n, batch_size)):
@@ -705,6 +717,8 @@ default=None
             loss = self._loss_and_gradients(Xb, Yb, wb, sw_sum)
             if i == 0:
                 self._check_grad_views()
+            if clip_norm is not None:
+                backend.clip_by_norm(self._flat_grads, clip_norm)
             self._optimizer.step(grads)
             total = total + loss * (stop - start)
             for callback in self._batch_callbacks:

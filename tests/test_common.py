@@ -18,7 +18,13 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor
+from sknet import (
+    ConvNetClassifier,
+    MLPClassifier,
+    MLPRegressor,
+    RNNClassifier,
+    RNNRegressor,
+)
 
 # Defaults (float32), and float64, whose regressor also declares multi-output
 # support (scikit-learn's tag promises float64 multi-output predictions).
@@ -29,6 +35,10 @@ ESTIMATORS = [
     MLPRegressor(dtype="float64"),
     ConvNetClassifier(),
     ConvNetClassifier(dtype="float64"),
+    RNNClassifier(),
+    RNNClassifier(dtype="float64"),
+    RNNRegressor(),
+    RNNRegressor(dtype="float64"),
 ]
 
 FLOAT64_CHECKS = {

@@ -15,7 +15,6 @@ from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor
 from sknet.backend import get_backend
 from sknet.backend._numpy import NumpyBackend
 from sknet.layers import Dense
-
 from tests.conftest import needs_gpu
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

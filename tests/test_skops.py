@@ -7,7 +7,6 @@ from numpy.testing import assert_array_equal
 import sknet
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor
 from sknet.callbacks import EarlyStopping, TerminateOnNaN
-
 from tests.conftest import needs_gpu
 
 sio = pytest.importorskip("skops.io", reason="needs skops (the skops extra)")

@@ -313,6 +313,12 @@ class Backend:
         y += alpha * x
         return y
 
+    def clip_by_norm(self, grad, max_norm):
+        """Scale ``grad`` in place so its L2 norm is at most ``max_norm`` (no sync)."""
+        xp = self.xp
+        norm = xp.sqrt(xp.vdot(grad, grad))
+        grad *= xp.minimum(1.0, max_norm / (norm + 1e-12)).astype(grad.dtype)
+
     def scatter_add_rows(self, target, idx, values):
         """``target[idx[k]] += values[k]`` for every k, repeated indices summed."""
         self.xp.add.at(target, idx, values)
