@@ -20,8 +20,8 @@ from sknet.backend import ACTIVATIONS
 from sknet.layers._base import Layer
 
 
-def _sigmoid(xp, z):
-    return ACTIVATIONS["logistic"].forward(xp, z, xp.empty_like(z))
+def _sigmoid(backend, z):
+    return backend.activation_forward("logistic", z, backend.xp.empty_like(z))
 
 
 def _orthogonal(rng, n, n_blocks):
@@ -209,11 +209,12 @@ class SimpleRNN(_Recurrent):
 
 
 class LSTM(_Recurrent):
-    """Long short-term memory layer (gates ordered input, forget, cell, output).
+    """Long short-term memory layer (gates ordered input, forget, output, cell).
 
     ``i, f, o = sigmoid(...)``, ``g = tanh(...)`` of ``x_t W + h_{t-1} U + b``;
-    ``c_t = f c_{t-1} + i g``; ``h_t = o tanh(c_t)``. The forget gate's bias
-    starts at 1 and the recurrent weights are orthogonal.
+    ``c_t = f c_{t-1} + i g``; ``h_t = o tanh(c_t)``. The three sigmoid gates
+    are contiguous, so each step applies one sigmoid and one tanh, in place.
+    The forget gate's bias starts at 1 and the recurrent weights are orthogonal.
 
     Parameters
     ----------
@@ -243,40 +244,111 @@ class LSTM(_Recurrent):
     def _zero_state_grad(self, xp, N, H, dtype):
         return xp.zeros((N, H), dtype=dtype)
 
-    def _step(self, xp, p, h, c, d, m, training):
+    # The LSTM runs its own time loops over time-major buffers (one array per
+    # quantity for all steps), so each step writes in place and the derivative
+    # factors of all steps are computed at once in backward.
+    def forward(self, X, *, training, mask=None):
+        xp = self.xp
+        N, T, F = X.shape
         H = int(self.units)
-        z = p + h @ self.params["U" + d]
-        i = _sigmoid(xp, z[:, :H])
-        f = _sigmoid(xp, z[:, H : 2 * H])
-        g = xp.tanh(z[:, 2 * H : 3 * H])
-        o = _sigmoid(xp, z[:, 3 * H :])
-        c_new = f * c + i * g
-        tanh_c = xp.tanh(c_new)
-        h_new = o * tanh_c
-        record = None
+        Xt = xp.ascontiguousarray(X.transpose(1, 0, 2))
+        outputs, caches = [], []
+        for d in self._directions():
+            # sigmoid(z) = (1 + tanh(z / 2)) / 2: halving the sigmoid gates'
+            # columns of W, b and U lets one tanh over all four gates do the work.
+            half = xp.ones(4 * H, dtype=X.dtype)
+            half[: 3 * H] = 0.5
+            P = (Xt.reshape(T * N, F) @ (self.params["W" + d] * half)).reshape(T, N, 4 * H)
+            P += self.params["b" + d] * half
+            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
+            U = self.params["U" + d] * half
+            G = xp.empty((T, N, 4 * H), dtype=X.dtype)
+            TC = xp.empty((T, N, H), dtype=X.dtype)
+            Cs = xp.zeros((T + 1, N, H), dtype=X.dtype)
+            Hs = xp.zeros((T + 1, N, H), dtype=X.dtype)
+            for k, t in enumerate(order):
+                g = G[k]
+                xp.matmul(Hs[k], U, out=g)
+                g += P[t]
+                xp.tanh(g, out=g)
+                sig = g[:, : 3 * H]
+                sig *= 0.5
+                sig += 0.5
+                c = Cs[k + 1]
+                xp.multiply(g[:, H : 2 * H], Cs[k], out=c)
+                c += g[:, :H] * g[:, 3 * H :]
+                xp.tanh(c, out=TC[k])
+                xp.multiply(g[:, 2 * H : 3 * H], TC[k], out=Hs[k + 1])
+                if mask is not None:  # padding: carry the state over
+                    keep = ~mask[:, t, None]
+                    xp.copyto(c, Cs[k], where=keep)
+                    xp.copyto(Hs[k + 1], Hs[k], where=keep)
+            if self.return_sequences:
+                seq = Hs[1:] if d == "" else Hs[1:][::-1]
+                outputs.append(seq.transpose(1, 0, 2))
+            else:
+                outputs.append(Hs[T])
+            if training:
+                caches.append((d, order, G, TC, Cs, Hs))
+        Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
+        Y = xp.ascontiguousarray(Y)
         if training:
-            record = {"h_prev": h, "c_prev": c, "i": i, "f": f, "g": g, "o": o,
-                      "tanh_c": tanh_c}
-        return _carry(xp, m, h_new, h), _carry(xp, m, c_new, c), record
+            self._cache = {"Xt": Xt, "mask": mask, "directions": caches}
+        return Y
 
-    def _step_backward(self, xp, r, dh, dc, d, m):
-        i, f, g, o, tanh_c = r["i"], r["f"], r["g"], r["o"], r["tanh_c"]
-        do = dh * tanh_c
-        dc_total = dc + dh * o * (1 - tanh_c * tanh_c)
-        di = dc_total * g
-        dg = dc_total * i
-        df = dc_total * r["c_prev"]
-        dz = xp.concatenate(
-            [di * i * (1 - i), df * f * (1 - f), dg * (1 - g * g), do * o * (1 - o)], axis=1
-        )
-        dc_prev = dc_total * f
-        if m is not None:
-            dz = xp.where(m, dz, 0)
-            dc_prev = xp.where(m, dc_prev, dc)
-        dh_prev = dz @ self.params["U" + d].T
-        if m is not None:
-            dh_prev = dh_prev + xp.where(m, 0, dh)
-        return dz, dh_prev, dc_prev
+    def backward(self, dY):
+        xp, cache = self.xp, self._cache
+        Xt, mask = cache["Xt"], cache["mask"]
+        T, N, F = Xt.shape
+        H = int(self.units)
+        dX = None
+        for j, (d, order, G, TC, Cs, Hs) in enumerate(cache["directions"]):
+            part = dY[..., j * H : (j + 1) * H]
+            sig = G[:, :, : 3 * H]
+            dsig = sig * (1 - sig)  # derivative factors of every step at once
+            dtanh_g = 1 - G[:, :, 3 * H :] ** 2
+            dtanh_c = 1 - TC * TC
+            U = self.params["U" + d]
+            dG = xp.empty_like(G)
+            dh = xp.zeros((N, H), dtype=Xt.dtype)
+            dc = xp.zeros((N, H), dtype=Xt.dtype)
+            if not self.return_sequences:
+                dh += part
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                if self.return_sequences:
+                    dh += part[:, t]
+                g, dz = G[k], dG[k]
+                dct = dh * g[:, 2 * H : 3 * H]
+                dct *= dtanh_c[k]
+                dct += dc
+                xp.multiply(dh, TC[k], out=dz[:, 2 * H : 3 * H])
+                xp.multiply(dct, g[:, 3 * H :], out=dz[:, :H])
+                xp.multiply(dct, Cs[k], out=dz[:, H : 2 * H])
+                xp.multiply(dct, g[:, :H], out=dz[:, 3 * H :])
+                dz[:, : 3 * H] *= dsig[k]
+                dz[:, 3 * H :] *= dtanh_g[k]
+                dc_prev = dct
+                dc_prev *= g[:, H : 2 * H]
+                if mask is not None:  # padded steps pass the gradient straight through
+                    keep = ~mask[:, t, None]
+                    xp.copyto(dz, 0, where=keep)
+                    xp.copyto(dc_prev, dc, where=keep)
+                dh_prev = dz @ U.T
+                if mask is not None:
+                    xp.copyto(dh_prev, dh, where=keep)
+                dh, dc = dh_prev, dc_prev
+            dG_by_t = dG if d == "" else dG[::-1]
+            flat = dG.reshape(T * N, 4 * H)
+            xp.matmul(Xt.reshape(T * N, F).T, dG_by_t.reshape(T * N, 4 * H),
+                      out=self.grads["W" + d])
+            flat.sum(axis=0, out=self.grads["b" + d])
+            xp.matmul(Hs[:T].reshape(T * N, H).T, flat, out=self.grads["U" + d])
+            if not self.skip_input_grad:
+                dXd = (dG_by_t.reshape(T * N, 4 * H) @ self.params["W" + d].T)
+                dXd = dXd.reshape(T, N, F).transpose(1, 0, 2)
+                dX = dXd if dX is None else dX + dXd
+        return None if dX is None else xp.ascontiguousarray(dX)
 
 
 class GRU(_Recurrent):
@@ -309,8 +381,8 @@ class GRU(_Recurrent):
         H = int(self.units)
         hu = h @ self.params["U" + d]
         hu += self.params["bh" + d]
-        z = _sigmoid(xp, p[:, :H] + hu[:, :H])
-        r = _sigmoid(xp, p[:, H : 2 * H] + hu[:, H : 2 * H])
+        zr = _sigmoid(self.backend_, p[:, : 2 * H] + hu[:, : 2 * H])
+        z, r = zr[:, :H], zr[:, H:]
         n = xp.tanh(p[:, 2 * H :] + r * hu[:, 2 * H :])
         h_new = (1 - z) * n + z * h
         record = None

@@ -52,7 +52,7 @@ def lstm_oracle(p, X, d=""):
     for t in range(X.shape[1]):
         z = X[:, t] @ p["W" + d] + h @ p["U" + d] + p["b" + d]
         i, f = sigmoid(z[:, :H]), sigmoid(z[:, H:2 * H])
-        g, o = np.tanh(z[:, 2 * H:3 * H]), sigmoid(z[:, 3 * H:])
+        o, g = sigmoid(z[:, 2 * H:3 * H]), np.tanh(z[:, 3 * H:])
         c = f * c + i * g
         h = o * np.tanh(c)
         out.append(h)
