@@ -141,7 +141,7 @@ def test_early_stopping_uses_the_given_validation_set(split):
 
 def test_validation_data_with_sample_weight_and_regression(split):
     X_train, X_val, y_train, y_val = split
-    reg = MLPRegressor(max_iter=3, device="cpu")
+    reg = MLPRegressor(max_iter=3, random_state=0, device="cpu")
     reg.fit(X_train, y_train.astype(float), validation_data=(X_val, y_val.astype(float),
                                                              np.ones(len(y_val))))
     assert reg.history_[-1]["valid_score"] == pytest.approx(reg.score(X_val, y_val))

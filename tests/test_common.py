@@ -11,7 +11,11 @@ float64 only:
   a row differently by one ulp depending on its position in the batch.
 
 ``tests/test_mlp.py`` and ``tests/test_convnet.py`` check the same properties
-in float32 at a float32 tolerance. Nothing is marked as expected to fail.
+in float32 at a float32 tolerance. For RNNClassifier the sample-weight check
+also uses ``solver="sgd"``, as scikit-learn's own suite configures its MLPs for
+this check: over 200 epochs, Adam amplifies the last-bit differences between a
+weighted and a repeated batch chaotically (measured: 1e-14 after 50 epochs,
+2e-2 after 100, in float64). Nothing is marked as expected to fail.
 """
 
 import pytest
@@ -41,6 +45,10 @@ ESTIMATORS = [
     RNNRegressor(dtype="float64"),
 ]
 
+PER_CHECK_PARAMS = {
+    (RNNClassifier, "check_sample_weight_equivalence_on_dense_data"): {"solver": "sgd"},
+}
+
 FLOAT64_CHECKS = {
     "check_sample_weight_equivalence_on_dense_data",
     "check_sample_weight_equivalence_on_sparse_data",
@@ -52,6 +60,10 @@ FLOAT64_CHECKS = {
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_compatible_estimator(estimator, check):
-    if getattr(check, "func", check).__name__ in FLOAT64_CHECKS:
+    name = getattr(check, "func", check).__name__
+    if name in FLOAT64_CHECKS:
         estimator = clone(estimator).set_params(dtype="float64")
+    params = PER_CHECK_PARAMS.get((type(estimator), name))
+    if params:
+        estimator = clone(estimator).set_params(**params)
     check(estimator)
