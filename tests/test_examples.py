@@ -45,3 +45,4 @@ def test_mnist_examples():
     directory = os.environ["SKNET_MNIST_DIR"]
     assert "sknet: test accuracy" in run_example("mnist_mlp.py", directory)
     assert "Test accuracy" in run_example("convnet_mnist.py", directory, "1")
+    assert "Test accuracy" in run_example("rnn_sequential_mnist.py", directory, "1")
