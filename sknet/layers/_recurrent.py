@@ -238,12 +238,6 @@ class LSTM(_Recurrent):
         b[H : 2 * H] = 1.0
         return b
 
-    def _initial_state(self, xp, N, H, dtype):
-        return xp.zeros((N, H), dtype=dtype)
-
-    def _zero_state_grad(self, xp, N, H, dtype):
-        return xp.zeros((N, H), dtype=dtype)
-
     # The LSTM runs its own time loops over time-major buffers (one array per
     # quantity for all steps), so each step writes in place and the derivative
     # factors of all steps are computed at once in backward.
