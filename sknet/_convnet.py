@@ -14,7 +14,7 @@ from sknet._base import (
     fill_doc,
 )
 from sknet._classifier import NetworkClassifierMixin
-from sknet._layer_list import LayerListMixin
+from sknet._layer_list import LayerListMixin, positive_ints
 from sknet.backend import ACTIVATIONS, is_device_array
 from sknet.layers import (
     Activation,
@@ -68,17 +68,8 @@ _CONVNET_PARAMETERS_DOC = """
 """
 
 
-def _positive_ints(value, name):
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        value = (value,)
-    values = list(value)
-    if not all(isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in values):
-        raise ValueError(f"{name} must be a sequence of positive integers, got {value!r}")
-    return [int(v) for v in values]
-
-
 def _normalize_shape(shape, name="input_shape"):
-    values = _positive_ints(shape, name)
+    values = positive_ints(shape, name)
     if len(values) == 2:
         values = [1] + values
     if len(values) != 3:
@@ -219,19 +210,11 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
 
     # -- images in ---------------------------------------------------------------
     def _check_params(self):
-        _positive_ints(self.conv_filters, "conv_filters")
-        _positive_ints(self.dense_units, "dense_units")
+        positive_ints(self.conv_filters, "conv_filters")
+        positive_ints(self.dense_units, "dense_units")
         if self.input_shape is not None:
             _normalize_shape(self.input_shape)
         self._check_layer_list()
-        uses_dropout = self.dropout > 0 if self.layers is None else any(
-            isinstance(layer, Dropout) for layer in self.layers
-        )
-        if uses_dropout and self.solver == "lbfgs":
-            raise ValueError(
-                "dropout is not supported with solver='lbfgs', whose line search "
-                "needs a deterministic loss; use solver='adam' or 'sgd'."
-            )
 
     @staticmethod
     def _split_images(X):
@@ -304,7 +287,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
             return list(self.layers)
         act, layers = self.activation, []
         _, height, width = self.input_shape_
-        for filters in _positive_ints(self.conv_filters, "conv_filters"):
+        for filters in positive_ints(self.conv_filters, "conv_filters"):
             if self.batch_norm:
                 layers += [
                     Conv2D(filters, self.kernel_size, padding="same", use_bias=False),
@@ -317,7 +300,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
                 layers.append(MaxPool2D(self.pool_size))
                 height, width = height // self.pool_size, width // self.pool_size
         layers.append(Flatten())
-        for units in _positive_ints(self.dense_units, "dense_units"):
+        for units in positive_ints(self.dense_units, "dense_units"):
             if self.batch_norm:
                 layers += [Dense(units, use_bias=False, init="he_uniform"), BatchNorm(),
                            Activation(act)]

@@ -5,9 +5,23 @@ parameters ``layers__<index>__<name>`` (so ``GridSearchCV`` can search the
 entries of the list) and the check that the list holds layers.
 """
 
+from numbers import Integral
+
 from sklearn.base import clone
 
-from sknet.layers import Layer
+from sknet.layers import Dropout, Layer
+
+
+def positive_ints(value, name, allow_empty=True):
+    """``value`` (an int or a sequence of them) as a list of positive ints."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        value = (value,)
+    values = list(value)
+    if not all(isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in values):
+        raise ValueError(f"{name} must be a sequence of positive integers, got {value!r}")
+    if not values and not allow_empty:
+        raise ValueError(f"{name} must not be empty")
+    return [int(v) for v in values]
 
 
 class LayerListMixin:
@@ -50,9 +64,18 @@ class LayerListMixin:
         return self
 
     def _check_layer_list(self):
+        """The ``layers`` list holds layers; no dropout with the lbfgs solver."""
         if self.layers is not None:
             if len(self.layers) == 0 or not all(isinstance(x, Layer) for x in self.layers):
                 raise ValueError(
                     "layers must be a non-empty list of sknet.layers.Layer objects, "
                     f"got {self.layers!r}"
                 )
+        uses_dropout = self.dropout > 0 if self.layers is None else any(
+            isinstance(layer, Dropout) for layer in self.layers
+        )
+        if uses_dropout and self.solver == "lbfgs":
+            raise ValueError(
+                "dropout is not supported with solver='lbfgs', whose line search "
+                "needs a deterministic loss; use solver='adam' or 'sgd'."
+            )

@@ -13,7 +13,7 @@ from sknet._base import (
     fill_doc,
 )
 from sknet._classifier import NetworkClassifierMixin
-from sknet._layer_list import LayerListMixin
+from sknet._layer_list import LayerListMixin, positive_ints
 from sknet._regressor import NetworkRegressorMixin
 from sknet.backend import ACTIVATIONS, is_device_array
 from sknet.layers import GRU, LSTM, Dense, Dropout, Embedding, Flatten, SimpleRNN
@@ -70,17 +70,6 @@ _RNN_ATTRIBUTES_DOC = """
 """
 
 
-def _positive_ints(value, name, allow_empty=True):
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        value = (value,)
-    values = list(value)
-    if not all(isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in values):
-        raise ValueError(f"{name} must be a sequence of positive integers, got {value!r}")
-    if not values and not allow_empty:
-        raise ValueError(f"{name} must not be empty")
-    return [int(v) for v in values]
-
-
 class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
     """What RNNClassifier and RNNRegressor share: sequences in, a recurrent stack."""
 
@@ -102,24 +91,16 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
 
     def _check_params(self):
         if self.layers is None:
-            _positive_ints(self.units, "units", allow_empty=False)
-        _positive_ints(self.dense_units, "dense_units")
+            positive_ints(self.units, "units", allow_empty=False)
+        positive_ints(self.dense_units, "dense_units")
         if self.input_shape is not None:
-            _positive_ints(self.input_shape, "input_shape", allow_empty=False)
+            positive_ints(self.input_shape, "input_shape", allow_empty=False)
             if len(self.input_shape) not in (1, 2):
                 raise ValueError(
                     "input_shape must be (timesteps, features) or (timesteps,), got "
                     f"{self.input_shape!r}"
                 )
         self._check_layer_list()
-        uses_dropout = self.dropout > 0 if self.layers is None else any(
-            isinstance(layer, Dropout) for layer in self.layers
-        )
-        if uses_dropout and self.solver == "lbfgs":
-            raise ValueError(
-                "dropout is not supported with solver='lbfgs', whose line search "
-                "needs a deterministic loss; use solver='adam' or 'sgd'."
-            )
 
     # -- sequences in ------------------------------------------------------------
     @staticmethod
@@ -204,13 +185,13 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
         if self.layers is not None:
             return list(self.layers)
         Cell, layers = CELLS[self.cell], []
-        units = _positive_ints(self.units, "units", allow_empty=False)
+        units = positive_ints(self.units, "units", allow_empty=False)
         for i, size in enumerate(units):
             layers.append(Cell(size, return_sequences=i < len(units) - 1,
                                bidirectional=self.bidirectional))
             if self.dropout > 0:
                 layers.append(Dropout(self.dropout))
-        for size in _positive_ints(self.dense_units, "dense_units"):
+        for size in positive_ints(self.dense_units, "dense_units"):
             layers.append(Dense(size, activation=self.activation, init="he_uniform"))
             if self.dropout > 0:
                 layers.append(Dropout(self.dropout))
