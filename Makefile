@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RESULTS ?= results
+# gpu-check: wall-clock limit of each of its three steps, in seconds.
+STEP_TIMEOUT ?= 300
 # Tests run in parallel processes; one BLAS thread each avoids oversubscription.
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
@@ -36,14 +38,14 @@ gpu-check:
 	mkdir -p $(RESULTS)
 	status=0; \
 	echo "== GPU tests (pytest -m gpu)"; \
-	SKNET_DEVICE=cuda PYTHONPATH=. $(PYTHON) -m pytest -m gpu -p no:cacheprovider -q $(XDIST) \
+	SKNET_DEVICE=cuda PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) -m pytest -m gpu -p no:cacheprovider -p no:benchmark -q -rfE --tb=short $(XDIST) \
 		> $(RESULTS)/gpu-tests.log 2>&1 || status=1; tail -n 3 $(RESULTS)/gpu-tests.log; \
 	echo "== estimator checks on cuda"; \
-	SKNET_DEVICE=cuda PYTHONPATH=. $(PYTHON) -m pytest tests/test_common.py -p no:cacheprovider -q $(XDIST) \
+	SKNET_DEVICE=cuda PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) -m pytest tests/test_common.py -p no:cacheprovider -p no:benchmark -q -rfE --tb=short $(XDIST) \
 		> $(RESULTS)/gpu-estimator-checks.log 2>&1 || status=1; \
 		tail -n 3 $(RESULTS)/gpu-estimator-checks.log; \
 	echo "== GPU benchmark"; \
-	PYTHONPATH=. $(PYTHON) benchmarks/bench_gpu.py --results $(RESULTS) \
+	PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) benchmarks/bench_gpu.py --results $(RESULTS) \
 		> $(RESULTS)/gpu-bench.log 2>&1 || status=1; cat $(RESULTS)/gpu-bench.log; \
 	exit $$status
 

@@ -323,6 +323,55 @@ class Backend:
         """``target[idx[k]] += values[k]`` for every k, repeated indices summed."""
         self.xp.add.at(target, idx, values)
 
+    # -- pooling --------------------------------------------------------------
+    def max_pool_forward(self, X, kernel, stride, padding, out_hw):
+        """Window maxima of ``X`` (N, C, H, W) and the routing :meth:`max_pool_backward` needs.
+
+        Windows start every ``stride`` pixels of the image padded by ``padding``
+        (padded pixels never win). Returns ``(Y, argmax)``: ``Y`` of shape
+        (N, C, OH, OW), ``argmax`` an integer array the backend alone reads. The
+        first maximum of a window (row-major) wins ties.
+        """
+        # A running maximum over the kh * kw strided views of the image, and the
+        # first view that holds it: no patch matrix is built.
+        xp = self.xp
+        (kh, kw), (sh, sw), (ph, pw), (OH, OW) = kernel, stride, padding, out_hw
+        if ph or pw:
+            X = xp.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-xp.inf)
+        Y = winner = better = None
+        for k in range(kh * kw):
+            i, j = divmod(k, kw)
+            view = X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
+            if Y is None:
+                Y = view.copy()
+                winner = xp.zeros(Y.shape, dtype=xp.int32)
+                better = xp.empty(Y.shape, dtype=bool)
+                continue
+            xp.greater(view, Y, out=better)
+            xp.maximum(Y, view, out=Y)
+            xp.copyto(winner, k, where=better)
+        return Y, winner
+
+    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding):
+        """Gradient of :meth:`max_pool_forward`: each window's ``dY`` to its maximum."""
+        xp = self.xp
+        (kh, kw), (sh, sw), (ph, pw), (H, W) = kernel, stride, padding, input_hw
+        N, C, OH, OW = dY.shape
+        dX = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dY.dtype)
+        overlap = sh < kh or sw < kw
+        routed = xp.empty_like(dY)
+        for k in range(kh * kw):
+            i, j = divmod(k, kw)
+            xp.multiply(dY, argmax == k, out=routed)
+            window = dX[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
+            if overlap:
+                window += routed
+            else:  # each input pixel is in one window at most
+                window[...] = routed
+        if ph or pw:
+            dX = xp.ascontiguousarray(dX[:, :, ph : ph + H, pw : pw + W])
+        return dX
+
     # -- convolution ----------------------------------------------------------
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
         """Patches of ``X`` (N, C, H, W) as an array of shape (C, kh, kw, N, OH, OW).

@@ -106,6 +106,43 @@ _col2im_kernel = cp.ElementwiseKernel(
     "sknet_col2im",
 )
 
+# Max pooling: one thread per output, keeping the first maximum of its window
+# and that pixel's flat index in the unpadded input (padding never wins).
+_max_pool_forward_kernel = cp.ElementwiseKernel(
+    "raw T img, int32 H, int32 W, int32 kh, int32 kw, int32 sh, int32 sw, "
+    "int32 ph, int32 pw, int32 OH, int32 OW",
+    "T out, int32 argmax",
+    """
+    int x = i % OW; int t = i / OW;
+    int y = t % OH; int nc = t / OH;
+    bool found = false;
+    T best = 0; int best_at = 0;
+    for (int k = 0; k < kh; ++k) {
+        int in_y = y * sh + k - ph;
+        if (in_y < 0 || in_y >= H) continue;
+        for (int j = 0; j < kw; ++j) {
+            int in_x = x * sw + j - pw;
+            if (in_x < 0 || in_x >= W) continue;
+            int at = (nc * H + in_y) * W + in_x;
+            T v = img[at];
+            if (!found || v > best) { best = v; best_at = at; found = true; }
+        }
+    }
+    out = best;
+    argmax = best_at;
+    """,
+    "sknet_max_pool_forward",
+)
+
+# Its gradient: each output's dY added to the pixel that won its window
+# (atomically, as overlapping windows can share a winner).
+_max_pool_backward_kernel = cp.ElementwiseKernel(
+    "T dy, int32 argmax",
+    "raw T dx",
+    "atomicAdd(&dx[argmax], dy)",
+    "sknet_max_pool_backward",
+)
+
 _forward_kernels = {}
 _backward_kernels = {}
 
@@ -190,9 +227,12 @@ class CupyBackend(Backend):
         return _backward_kernel(name)(dY, Y, Y if Z is None else Z, out)
 
     def scatter_add_rows(self, target, idx, values):
-        import cupyx
+        if hasattr(cp.add, "at"):  # CuPy >= 13; cupyx.scatter_add is deprecated there
+            cp.add.at(target, idx, values)
+        else:
+            import cupyx
 
-        cupyx.scatter_add(target, idx, values)
+            cupyx.scatter_add(target, idx, values)
 
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
         N, C, H, W = X.shape
@@ -211,6 +251,22 @@ class CupyBackend(Backend):
             cp.ascontiguousarray(col), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, img
         )
         return img
+
+    def max_pool_forward(self, X, kernel, stride, padding, out_hw):
+        (kh, kw), (sh, sw), (ph, pw), (OH, OW) = kernel, stride, padding, out_hw
+        N, C, H, W = X.shape
+        Y = cp.empty((N, C, OH, OW), dtype=X.dtype)
+        argmax = cp.empty((N, C, OH, OW), dtype=cp.int32)
+        _max_pool_forward_kernel(
+            cp.ascontiguousarray(X), H, W, kh, kw, sh, sw, ph, pw, OH, OW, Y, argmax
+        )
+        return Y, argmax
+
+    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding):
+        N, C = dY.shape[:2]
+        dX = cp.zeros((N, C) + tuple(input_hw), dtype=dY.dtype)
+        _max_pool_backward_kernel(cp.ascontiguousarray(dY), argmax, dX)
+        return dX
 
     def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
         dt = param.dtype.type

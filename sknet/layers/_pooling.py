@@ -69,35 +69,18 @@ class MaxPool2D(_Pool2D):
     """
 
     def forward(self, X, *, training):
-        # A running maximum over the kh * kw strided views of the image, and
-        # the first view that holds it: no patch matrix is built.
-        xp = self.xp
-        Xp = self._pad(X, -xp.inf)
-        Y = winner = None
-        for k, (rows, cols) in enumerate(self._offsets()):
-            view = Xp[:, :, rows, cols]
-            if Y is None:
-                Y = view.copy()
-                winner = xp.zeros(Y.shape, dtype=xp.int32)
-                continue
-            better = view > Y
-            xp.maximum(Y, view, out=Y)
-            winner[better] = k
+        Y, argmax = self.backend_.max_pool_forward(
+            X, self._kernel, self._stride, self._padding, self.output_shape_[1:]
+        )
         if training:
-            self._cache = {"winner": winner, "padded_shape": Xp.shape}
+            self._cache = {"argmax": argmax}
         return Y
 
     def backward(self, dY):
-        xp, cache = self.xp, self._cache
-        dXp = xp.zeros(cache["padded_shape"], dtype=dY.dtype)
-        overlap = self._stride[0] < self._kernel[0] or self._stride[1] < self._kernel[1]
-        for k, (rows, cols) in enumerate(self._offsets()):
-            routed = dY * (cache["winner"] == k)
-            if overlap:
-                dXp[:, :, rows, cols] += routed
-            else:  # each input pixel is in one window at most
-                dXp[:, :, rows, cols] = routed
-        return self._unpad(dXp)
+        return self.backend_.max_pool_backward(
+            dY, self._cache["argmax"], self.input_shape_[1:], self._kernel, self._stride,
+            self._padding,
+        )
 
 
 class AvgPool2D(_Pool2D):

@@ -52,6 +52,34 @@ def test_max_pool_matches_loop_oracle(pool_size, stride, padding, backend):
         assert_allclose(backend.to_numpy(Y), expected, rtol=0, atol=0)
 
 
+def max_pool_gradient_oracle(X, dY, k, stride, padding):
+    """Loops over windows, adding each window's dY to its first maximum."""
+    s = k if stride is None else stride
+    p = {"valid": 0, "same": (k - 1) // 2}.get(padding, padding)
+    N, C, H, W = X.shape
+    Xp = np.full((N, C, H + 2 * p, W + 2 * p), -np.inf)
+    Xp[:, :, p : p + H, p : p + W] = X
+    dXp = np.zeros_like(Xp)
+    for n, c, y, x in np.ndindex(dY.shape):
+        window = Xp[n, c, y * s : y * s + k, x * s : x * s + k]
+        i, j = np.unravel_index(np.argmax(window), window.shape)
+        dXp[n, c, y * s + i, x * s + j] += dY[n, c, y, x]
+    return dXp[:, :, p : p + H, p : p + W]
+
+
+@pytest.mark.parametrize("pool_size, stride, padding", COMBOS)
+def test_max_pool_backward_matches_loop_oracle(pool_size, stride, padding, backend):
+    rng = np.random.RandomState(1)
+    X = rng.randn(3, *INPUT)
+    layer = build(MaxPool2D(pool_size, stride=stride, padding=padding), backend)
+    Y = layer.forward(backend.asarray(X), training=True)
+    dY = rng.randn(*Y.shape)
+    dX = backend.to_numpy(layer.backward(backend.asarray(dY)))
+    expected = max_pool_gradient_oracle(X, dY, pool_size, stride, padding)
+    assert dX.shape == X.shape
+    assert_allclose(dX, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("pool_size, stride, padding", COMBOS)
 def test_avg_pool_matches_loop_oracle(pool_size, stride, padding, backend):
     # positive inputs: padded pixels must count as zeros in a k * k divisor
