@@ -4,6 +4,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from sknet.backend._base import Backend, conv_outsize
+from sknet.backend._cpu_kernels import KERNELS
+
+
+def _flat(*arrays):
+    """Whether every array is a 1-D C-contiguous NumPy array (what the kernels take)."""
+    return all(
+        type(a) is np.ndarray and a.ndim == 1 and a.flags.c_contiguous for a in arrays
+    )
 
 
 class NumpyBackend(Backend):
@@ -11,6 +19,7 @@ class NumpyBackend(Backend):
 
     def __init__(self):
         super().__init__("cpu", np)
+        self.kernels = KERNELS  # fused Numba kernels, or None: the NumPy code
 
     def asarray(self, x, dtype=None):
         if type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
@@ -51,3 +60,21 @@ class NumpyBackend(Backend):
             out += 0.5
             return out
         return super().activation_forward(name, Z, out)
+
+    def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
+        if self.kernels is None or not _flat(param, grad, m, v):
+            return super().adam_update(param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp)
+        dt = param.dtype.type
+        self.kernels["adam_update"](param, grad, m, v, dt(lr), dt(beta_1), dt(beta_2), dt(epsilon))
+
+    def sgd_update(self, param, grad, velocity, lr, momentum, nesterov, tmp):
+        if self.kernels is None or not _flat(param, grad, velocity):
+            return super().sgd_update(param, grad, velocity, lr, momentum, nesterov, tmp)
+        dt = param.dtype.type
+        self.kernels["sgd_update"](param, grad, velocity, dt(lr), dt(momentum), bool(nesterov))
+
+    def add_scaled(self, y, x, alpha):
+        if self.kernels is None or not _flat(y, x):
+            return super().add_scaled(y, x, alpha)
+        self.kernels["add_scaled"](y, x, y.dtype.type(alpha))
+        return y
