@@ -323,6 +323,69 @@ class Backend:
         """``target[idx[k]] += values[k]`` for every k, repeated indices summed."""
         self.xp.add.at(target, idx, values)
 
+    # -- recurrent cells ------------------------------------------------------
+    def lstm_cell_forward(self, g, c_prev, c, tc, h_prev, h, real):
+        """Finish one LSTM step in place.
+
+        ``g`` (N, 4H) holds ``tanh`` of the step's gate inputs, columns [input,
+        forget, output, cell], the three sigmoid gates' inputs halved: its first
+        3H columns become the sigmoid gates ``(tanh + 1) / 2``. Then
+        ``c = f c_prev + i g``, ``tc = tanh(c)`` and ``h = o tc``. Rows where the
+        boolean ``real`` (N,) is False (padding; ``None``: no mask) keep
+        ``c_prev`` and ``h_prev``.
+        """
+        xp = self.xp
+        H = c.shape[1]
+        sig = g[:, : 3 * H]
+        sig *= 0.5
+        sig += 0.5
+        xp.multiply(g[:, H : 2 * H], c_prev, out=c)
+        c += g[:, :H] * g[:, 3 * H :]
+        xp.tanh(c, out=tc)
+        xp.multiply(g[:, 2 * H : 3 * H], tc, out=h)
+        if real is not None:
+            keep = ~real[:, None]
+            xp.copyto(c, c_prev, where=keep)
+            xp.copyto(h, h_prev, where=keep)
+
+    def lstm_derivative_factors(self, G, TC):
+        """The activations' derivatives of every step at once, for :meth:`lstm_cell_backward`.
+
+        ``G`` (T, N, 4H) and ``TC`` (T, N, H) as :meth:`lstm_cell_forward` left
+        them. Returns ``None`` where the backend's fused step computes them itself.
+        """
+        H = TC.shape[-1]
+        sig = G[..., : 3 * H]
+        return sig * (1 - sig), 1 - G[..., 3 * H :] ** 2, 1 - TC * TC
+
+    def lstm_cell_backward(self, dh, dc, g, tc, c_prev, real, dz, factors):
+        """One step of backpropagation through an LSTM cell.
+
+        Writes the gate-input gradients into ``dz`` (N, 4H) (zero on padded
+        rows) and returns the gradient of ``c_prev`` (``dc`` on padded rows); it
+        may overwrite ``dc``. ``factors`` is this step's slice of
+        :meth:`lstm_derivative_factors`.
+        """
+        xp = self.xp
+        H = dh.shape[1]
+        dsig, dtanh_g, dtanh_c = factors
+        dct = dh * g[:, 2 * H : 3 * H]
+        dct *= dtanh_c
+        dct += dc
+        xp.multiply(dh, tc, out=dz[:, 2 * H : 3 * H])
+        xp.multiply(dct, g[:, 3 * H :], out=dz[:, :H])
+        xp.multiply(dct, c_prev, out=dz[:, H : 2 * H])
+        xp.multiply(dct, g[:, :H], out=dz[:, 3 * H :])
+        dz[:, : 3 * H] *= dsig
+        dz[:, 3 * H :] *= dtanh_g
+        dc_prev = dct
+        dc_prev *= g[:, H : 2 * H]
+        if real is not None:
+            keep = ~real[:, None]
+            xp.copyto(dz, 0, where=keep)
+            xp.copyto(dc_prev, dc, where=keep)
+        return dc_prev
+
     # -- pooling --------------------------------------------------------------
     def max_pool_forward(self, X, kernel, stride, padding, out_hw):
         """Window maxima of ``X`` (N, C, H, W) and the routing :meth:`max_pool_backward` needs.

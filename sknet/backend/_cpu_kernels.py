@@ -52,7 +52,66 @@ def _compile():
         for i in range(y.shape[0]):
             y[i] += alpha * x[i]
 
-    return {"adam_update": adam_update, "sgd_update": sgd_update, "add_scaled": add_scaled}
+    # LSTM cell steps. Gates are the columns [input, forget, output, cell] of
+    # g (N, 4H), already through tanh (the sigmoid gates' inputs halved, so
+    # sigmoid = (tanh + 1) / 2); `real` (N,) is False on padded steps, where the
+    # state is carried over. The tanh stays in NumPy, whose SIMD tanh Numba
+    # cannot match without a vector math library.
+    @jit
+    def lstm_gates(g, c_prev, c, real, has_mask):
+        N, H = c.shape
+        half = g.dtype.type(0.5)
+        for n in range(N):
+            for j in range(3 * H):
+                g[n, j] = g[n, j] * half + half
+            if has_mask and not real[n]:
+                for j in range(H):
+                    c[n, j] = c_prev[n, j]
+                continue
+            for j in range(H):
+                c[n, j] = g[n, H + j] * c_prev[n, j] + g[n, j] * g[n, 3 * H + j]
+
+    @jit
+    def lstm_output(g, tc, h_prev, h, real, has_mask):
+        N, H = h.shape
+        for n in range(N):
+            if has_mask and not real[n]:
+                for j in range(H):
+                    h[n, j] = h_prev[n, j]
+                continue
+            for j in range(H):
+                h[n, j] = g[n, 2 * H + j] * tc[n, j]
+
+    @jit
+    def lstm_backward_step(dh, dc, g, tc, c_prev, real, has_mask, dz):
+        # dz (N, 4H): gradients of the gate inputs; dc becomes the gradient of
+        # c_prev, in place (one array, so LLVM can prove no overlap and vectorize).
+        N, H = dh.shape
+        one = g.dtype.type(1)
+        for n in range(N):
+            if has_mask and not real[n]:  # padding passes the gradient through
+                for j in range(4 * H):
+                    dz[n, j] = 0
+                continue
+            for j in range(H):
+                i, f = g[n, j], g[n, H + j]
+                o, gg = g[n, 2 * H + j], g[n, 3 * H + j]
+                t = tc[n, j]
+                dct = dh[n, j] * o * (one - t * t) + dc[n, j]
+                dz[n, j] = dct * gg * (i * (one - i))
+                dz[n, H + j] = dct * c_prev[n, j] * (f * (one - f))
+                dz[n, 2 * H + j] = dh[n, j] * t * (o * (one - o))
+                dz[n, 3 * H + j] = dct * i * (one - gg * gg)
+                dc[n, j] = dct * f
+
+    return {
+        "adam_update": adam_update,
+        "sgd_update": sgd_update,
+        "add_scaled": add_scaled,
+        "lstm_gates": lstm_gates,
+        "lstm_output": lstm_output,
+        "lstm_backward_step": lstm_backward_step,
+    }
 
 
 if os.environ.get("SKNET_NUMBA", "1") != "0":

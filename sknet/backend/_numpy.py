@@ -7,6 +7,9 @@ from sknet.backend._base import Backend, conv_outsize
 from sknet.backend._cpu_kernels import KERNELS
 
 
+_NO_MASK = np.ones(0, dtype=bool)
+
+
 def _flat(*arrays):
     """Whether every array is a 1-D C-contiguous NumPy array (what the kernels take)."""
     return all(
@@ -78,3 +81,26 @@ class NumpyBackend(Backend):
             return super().add_scaled(y, x, alpha)
         self.kernels["add_scaled"](y, x, y.dtype.type(alpha))
         return y
+
+    def lstm_cell_forward(self, g, c_prev, c, tc, h_prev, h, real):
+        if self.kernels is None:
+            return super().lstm_cell_forward(g, c_prev, c, tc, h_prev, h, real)
+        has_mask = real is not None
+        real = real if has_mask else _NO_MASK
+        self.kernels["lstm_gates"](g, c_prev, c, real, has_mask)
+        np.tanh(c, out=tc)
+        self.kernels["lstm_output"](g, tc, h_prev, h, real, has_mask)
+
+    def lstm_derivative_factors(self, G, TC):
+        if self.kernels is None:
+            return super().lstm_derivative_factors(G, TC)
+        return None  # the fused step computes them
+
+    def lstm_cell_backward(self, dh, dc, g, tc, c_prev, real, dz, factors):
+        if self.kernels is None:
+            return super().lstm_cell_backward(dh, dc, g, tc, c_prev, real, dz, factors)
+        has_mask = real is not None
+        self.kernels["lstm_backward_step"](
+            dh, dc, g, tc, c_prev, real if has_mask else _NO_MASK, has_mask, dz
+        )
+        return dc

@@ -242,41 +242,42 @@ class LSTM(_Recurrent):
     # quantity for all steps), so each step writes in place and the derivative
     # factors of all steps are computed at once in backward.
     def forward(self, X, *, training, mask=None):
-        xp = self.xp
+        backend, xp = self.backend_, self.xp
         N, T, F = X.shape
         H = int(self.units)
         Xt = xp.ascontiguousarray(X.transpose(1, 0, 2))
         outputs, caches = [], []
         for d in self._directions():
+
+            def buffer(name, shape):  # reused across training batches
+                if training:
+                    return self._buffer(name + d, shape, batch_first=False)
+                return xp.empty(shape, dtype=X.dtype)
+
             # sigmoid(z) = (1 + tanh(z / 2)) / 2: halving the sigmoid gates'
             # columns of W, b and U lets one tanh over all four gates do the work.
             half = xp.ones(4 * H, dtype=X.dtype)
             half[: 3 * H] = 0.5
-            P = (Xt.reshape(T * N, F) @ (self.params["W" + d] * half)).reshape(T, N, 4 * H)
+            P = buffer("P", (T, N, 4 * H))
+            xp.matmul(Xt.reshape(T * N, F), self.params["W" + d] * half,
+                      out=P.reshape(T * N, 4 * H))
             P += self.params["b" + d] * half
             order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
             U = self.params["U" + d] * half
-            G = xp.empty((T, N, 4 * H), dtype=X.dtype)
-            TC = xp.empty((T, N, H), dtype=X.dtype)
-            Cs = xp.zeros((T + 1, N, H), dtype=X.dtype)
-            Hs = xp.zeros((T + 1, N, H), dtype=X.dtype)
+            G = buffer("G", (T, N, 4 * H))
+            TC = buffer("TC", (T, N, H))
+            Cs = buffer("C", (T + 1, N, H))
+            Hs = buffer("H", (T + 1, N, H))
+            Cs[0] = 0
+            Hs[0] = 0
             for k, t in enumerate(order):
                 g = G[k]
                 xp.matmul(Hs[k], U, out=g)
                 g += P[t]
                 xp.tanh(g, out=g)
-                sig = g[:, : 3 * H]
-                sig *= 0.5
-                sig += 0.5
-                c = Cs[k + 1]
-                xp.multiply(g[:, H : 2 * H], Cs[k], out=c)
-                c += g[:, :H] * g[:, 3 * H :]
-                xp.tanh(c, out=TC[k])
-                xp.multiply(g[:, 2 * H : 3 * H], TC[k], out=Hs[k + 1])
-                if mask is not None:  # padding: carry the state over
-                    keep = ~mask[:, t, None]
-                    xp.copyto(c, Cs[k], where=keep)
-                    xp.copyto(Hs[k + 1], Hs[k], where=keep)
+                # padding (mask False): the state is carried over
+                real = None if mask is None else mask[:, t]
+                backend.lstm_cell_forward(g, Cs[k], Cs[k + 1], TC[k], Hs[k], Hs[k + 1], real)
             if self.return_sequences:
                 seq = Hs[1:] if d == "" else Hs[1:][::-1]
                 outputs.append(seq.transpose(1, 0, 2))
@@ -291,19 +292,16 @@ class LSTM(_Recurrent):
         return Y
 
     def backward(self, dY):
-        xp, cache = self.xp, self._cache
+        backend, xp, cache = self.backend_, self.xp, self._cache
         Xt, mask = cache["Xt"], cache["mask"]
         T, N, F = Xt.shape
         H = int(self.units)
         dX = None
         for j, (d, order, G, TC, Cs, Hs) in enumerate(cache["directions"]):
             part = dY[..., j * H : (j + 1) * H]
-            sig = G[:, :, : 3 * H]
-            dsig = sig * (1 - sig)  # derivative factors of every step at once
-            dtanh_g = 1 - G[:, :, 3 * H :] ** 2
-            dtanh_c = 1 - TC * TC
+            factors = backend.lstm_derivative_factors(G, TC)  # of every step at once
             U = self.params["U" + d]
-            dG = xp.empty_like(G)
+            dG = self._buffer("dG" + d, G.shape, batch_first=False)
             dh = xp.zeros((N, H), dtype=Xt.dtype)
             dc = xp.zeros((N, H), dtype=Xt.dtype)
             if not self.return_sequences:
@@ -312,26 +310,15 @@ class LSTM(_Recurrent):
                 t = order[k]
                 if self.return_sequences:
                     dh += part[:, t]
-                g, dz = G[k], dG[k]
-                dct = dh * g[:, 2 * H : 3 * H]
-                dct *= dtanh_c[k]
-                dct += dc
-                xp.multiply(dh, TC[k], out=dz[:, 2 * H : 3 * H])
-                xp.multiply(dct, g[:, 3 * H :], out=dz[:, :H])
-                xp.multiply(dct, Cs[k], out=dz[:, H : 2 * H])
-                xp.multiply(dct, g[:, :H], out=dz[:, 3 * H :])
-                dz[:, : 3 * H] *= dsig[k]
-                dz[:, 3 * H :] *= dtanh_g[k]
-                dc_prev = dct
-                dc_prev *= g[:, H : 2 * H]
+                real = None if mask is None else mask[:, t]
+                step_factors = None if factors is None else tuple(a[k] for a in factors)
+                dc = backend.lstm_cell_backward(
+                    dh, dc, G[k], TC[k], Cs[k], real, dG[k], step_factors
+                )
+                dh_prev = dG[k] @ U.T
                 if mask is not None:  # padded steps pass the gradient straight through
-                    keep = ~mask[:, t, None]
-                    xp.copyto(dz, 0, where=keep)
-                    xp.copyto(dc_prev, dc, where=keep)
-                dh_prev = dz @ U.T
-                if mask is not None:
-                    xp.copyto(dh_prev, dh, where=keep)
-                dh, dc = dh_prev, dc_prev
+                    xp.copyto(dh_prev, dh, where=~real[:, None])
+                dh = dh_prev
             dG_by_t = dG if d == "" else dG[::-1]
             flat = dG.reshape(T * N, 4 * H)
             xp.matmul(Xt.reshape(T * N, F).T, dG_by_t.reshape(T * N, 4 * H),
