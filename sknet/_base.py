@@ -40,8 +40,10 @@ _TRAINING_ONLY = (
     "_n_train_rows",
 )
 # Rows per chunk when predicting: large enough for efficient matrix products,
-# small enough that the activations of one chunk stay a few MB.
+# small enough that the largest intermediate array of a chunk stays about
+# _PREDICT_CHUNK_BYTES (a few MB: cache-sized work for convolutions).
 _PREDICT_CHUNK = 8192
+_PREDICT_CHUNK_BYTES = 4 << 20
 
 
 TRAINING_PARAMETERS_DOC = """
@@ -933,8 +935,9 @@ default=None
             return None, None
         X_val, Y_dev, w_dev, Y_val, sw_val = validation
         total, chunks = 0.0, []
-        for i in range(0, X_val.shape[0], _PREDICT_CHUNK):
-            part = slice(i, i + _PREDICT_CHUNK)
+        chunk = self._predict_chunk_rows()
+        for i in range(0, X_val.shape[0], chunk):
+            part = slice(i, i + chunk)
             Z = self._forward(X_val[part], training=False)
             w = None if w_dev is None else w_dev[part]
             loss, _ = self._loss(Z, Y_dev[part], w)
@@ -1060,6 +1063,12 @@ default=None
             Z = Z.copy()
         return self._loss.output(Z)
 
+    def _predict_chunk_rows(self):
+        """Rows per prediction chunk (see ``_PREDICT_CHUNK_BYTES``)."""
+        per_row = max(layer.values_per_sample() for layer in self.layers_)
+        per_row *= np.dtype(self._np_dtype).itemsize
+        return int(min(_PREDICT_CHUNK, max(64, _PREDICT_CHUNK_BYTES // per_row)))
+
     def _predict_outputs(self, X):
         """Outputs for validated data ``X``, in chunks.
 
@@ -1074,8 +1083,9 @@ default=None
         keep = backend.xp if on_device and backend.name.startswith("cuda") else None
         chunks = []
         with backend.device_context():
-            for start in range(0, X.shape[0], _PREDICT_CHUNK):
-                Xb = backend.asarray(X[start : start + _PREDICT_CHUNK], dtype)
+            chunk = self._predict_chunk_rows()
+            for start in range(0, X.shape[0], chunk):
+                Xb = backend.asarray(X[start : start + chunk], dtype)
                 P = self._forward_output(Xb)
                 chunks.append(P if keep is not None else backend.to_numpy(P))
             xp = keep if keep is not None else np

@@ -436,6 +436,33 @@ class Backend:
         return dX
 
     # -- convolution ----------------------------------------------------------
+    def conv_output(self, Zm, bias, activation, out):
+        """``out`` (N, F, OH, OW) = ``activation(Zm + bias)``, channels first.
+
+        ``Zm`` (F, N * OH * OW) is the convolution's matrix product; ``bias``
+        (F,) may be ``None``; ``activation`` must be one that runs in place
+        (its derivative needs only its output), or ``'identity'``.
+        """
+        N, F, OH, OW = out.shape
+        out[...] = Zm.reshape(F, N, OH, OW).transpose(1, 0, 2, 3)
+        if bias is not None:
+            out += bias[:, None, None]
+        if activation != "identity":
+            self.activation_forward(activation, out, out)
+        return out
+
+    def conv_output_grad(self, dY, Y, activation, dZm, db):
+        """The gradient of :meth:`conv_output`: ``dZm`` (F, N * OH * OW) and the
+        bias gradient ``db`` (F,) (``None``: no bias) from ``dY`` and the output
+        ``Y`` (N, F, OH, OW). May overwrite ``dY``."""
+        N, F, OH, OW = dY.shape
+        if activation != "identity":
+            dY = self.activation_backward(activation, dY, Y, None, dY)
+        dZm.reshape(F, N, OH, OW)[...] = dY.transpose(1, 0, 2, 3)
+        if db is not None:
+            dZm.sum(axis=1, out=db)
+        return dZm
+
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
         """Patches of ``X`` (N, C, H, W) as an array of shape (C, kh, kw, N, OH, OW).
 

@@ -104,7 +104,132 @@ def _compile():
                 dz[n, 3 * H + j] = dct * i * (one - gg * gg)
                 dc[n, j] = dct * f
 
+    # Max pooling over NCHW images, one output row at a time (kept in cache):
+    # the first maximum of each window wins, padding never does; argmax holds
+    # the winner's index in its (H * W) image plane.
+    @jit
+    def _max_pool_2x2(X, Y, argmax):
+        # The usual 2x2 windows at stride 2 without padding: a tournament of
+        # selects (the earlier pixel wins ties), which LLVM compiles without branches.
+        N, C, H, W = X.shape
+        OH, OW = Y.shape[2], Y.shape[3]
+        for n in range(N):
+            for c in range(C):
+                img, out, arg = X[n, c], Y[n, c], argmax[n, c]
+                for y in range(OH):
+                    r0, r1, o, a = img[2 * y], img[2 * y + 1], out[y], arg[y]
+                    base = 2 * y * W
+                    for x in range(OW):
+                        v0, v1 = r0[2 * x], r0[2 * x + 1]
+                        v2, v3 = r1[2 * x], r1[2 * x + 1]
+                        t01, t23 = v1 > v0, v3 > v2
+                        m01 = v1 if t01 else v0
+                        m23 = v3 if t23 else v2
+                        i01 = 1 if t01 else 0
+                        i23 = W + 1 if t23 else W
+                        t = m23 > m01
+                        o[x] = m23 if t else m01
+                        a[x] = base + 2 * x + (i23 if t else i01)
+
+    @jit
+    def max_pool_forward(X, kh, kw, sh, sw, ph, pw, Y, argmax):
+        if kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0:
+            _max_pool_2x2(X, Y, argmax)
+            return
+        # One output at a time over its window's real pixels (padding is at
+        # most half a window, so every window has one); windows are a few
+        # pixels and output rows short, so plain loops beat vectorized passes.
+        N, C, H, W = X.shape
+        OH, OW = Y.shape[2], Y.shape[3]
+        for n in range(N):
+            for c in range(C):
+                img, out, arg = X[n, c], Y[n, c], argmax[n, c]
+                for y in range(OH):
+                    ys = y * sh - ph
+                    k_lo, k_hi = max(0, -ys), min(kh, H - ys)
+                    for x in range(OW):
+                        xs = x * sw - pw
+                        j_lo, j_hi = max(0, -xs), min(kw, W - xs)
+                        best = img[ys + k_lo, xs + j_lo]
+                        at = (ys + k_lo) * W + xs + j_lo
+                        for k in range(k_lo, k_hi):
+                            for j in range(j_lo, j_hi):
+                                v = img[ys + k, xs + j]
+                                take = v > best  # selects, not a branch: no mispredictions
+                                at = (ys + k) * W + xs + j if take else at
+                                best = v if take else best
+                        out[y, x] = best
+                        arg[y, x] = at
+
+    @jit
+    def max_pool_backward(dY, argmax, dX):
+        # dX (N, C, H * W) zeroed; each window's gradient to its winner
+        N, C, OH, OW = dY.shape
+        for n in range(N):
+            for c in range(C):
+                plane, grad, arg = dX[n, c], dY[n, c], argmax[n, c]
+                for y in range(OH):
+                    for x in range(OW):
+                        plane[arg[y, x]] += grad[y, x]
+
+    # Convolution epilogue/prologue: the matrix product's (F, N * P) layout to
+    # channels-first (N, F, P) with the bias and a ReLU (or nothing), and back
+    # for the gradient with the bias gradient; one pass instead of three.
+    @jit
+    def conv_output(Zm, b, relu, out):
+        N, F, P = out.shape
+        zero = out.dtype.type(0)
+        for n in range(N):
+            for f in range(F):
+                bf, dst = b[f], out[n, f]
+                for p in range(P):
+                    v = Zm[f, n * P + p] + bf
+                    dst[p] = zero if relu and v <= zero else v
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+    def conv_output_grad(dY, Y, relu, dZm, db):
+        N, F, P = dY.shape
+        zero = dY.dtype.type(0)
+        sums = np.zeros(F)  # float64 accumulators
+        for n in range(N):
+            for f in range(F):
+                src, act = dY[n, f], Y[n, f]
+                total = 0.0
+                for p in range(P):
+                    g = zero if relu and act[p] <= zero else src[p]
+                    dZm[f, n * P + p] = g
+                    total += g
+                sums[f] += total
+        for f in range(F):
+            db[f] = sums[f]
+
+    @jit
+    def col2im(col, ph, pw, sh, sw, out):
+        # out (N, C, H, W) zeroed: the adjoint of the (C, kh, kw, N, OH, OW) patches
+        C, kh, kw, N, OH, OW = col.shape
+        H, W = out.shape[2], out.shape[3]
+        for n in range(N):
+            for c in range(C):
+                img = out[n, c]
+                for i in range(kh):
+                    for j in range(kw):
+                        x_lo = max(0, (pw - j + sw - 1) // sw)
+                        x_hi = min(OW, (W - 1 + pw - j) // sw + 1)
+                        patch = col[c, i, j, n]
+                        for y in range(OH):
+                            iy = y * sh + i - ph
+                            if iy < 0 or iy >= H:
+                                continue
+                            row, prow = img[iy], patch[y]
+                            for x in range(x_lo, x_hi):
+                                row[x * sw + j - pw] += prow[x]
+
     return {
+        "max_pool_forward": max_pool_forward,
+        "max_pool_backward": max_pool_backward,
+        "conv_output": conv_output,
+        "conv_output_grad": conv_output_grad,
+        "col2im": col2im,
         "adam_update": adam_update,
         "sgd_update": sgd_update,
         "add_scaled": add_scaled,

@@ -104,3 +104,49 @@ class NumpyBackend(Backend):
             dh, dc, g, tc, c_prev, real if has_mask else _NO_MASK, has_mask, dz
         )
         return dc
+
+    # -- convolution and pooling: one pass over each image, where NumPy makes several
+    def conv_output(self, Zm, bias, activation, out):
+        if self.kernels is None or activation not in ("relu", "identity"):
+            return super().conv_output(Zm, bias, activation, out)
+        N, F = out.shape[:2]
+        if bias is None:
+            bias = np.zeros(F, dtype=out.dtype)
+        self.kernels["conv_output"](Zm, bias, activation == "relu", out.reshape(N, F, -1))
+        return out
+
+    def conv_output_grad(self, dY, Y, activation, dZm, db):
+        if self.kernels is None or activation not in ("relu", "identity"):
+            return super().conv_output_grad(dY, Y, activation, dZm, db)
+        N, F = dY.shape[:2]
+        bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
+        self.kernels["conv_output_grad"](
+            dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation == "relu", dZm, bias_grad
+        )
+        return dZm
+
+    def col2im(self, col, H, W, sh, sw, ph, pw):
+        if self.kernels is None:
+            return super().col2im(col, H, W, sh, sw, ph, pw)
+        C, _, _, N, _, _ = col.shape
+        out = np.zeros((N, C, H, W), dtype=col.dtype)
+        self.kernels["col2im"](np.ascontiguousarray(col), ph, pw, sh, sw, out)
+        return out
+
+    def max_pool_forward(self, X, kernel, stride, padding, out_hw):
+        if self.kernels is None:
+            return super().max_pool_forward(X, kernel, stride, padding, out_hw)
+        N, C = X.shape[:2]
+        Y = np.empty((N, C, *out_hw), dtype=X.dtype)
+        argmax = np.empty(Y.shape, dtype=np.int32)
+        self.kernels["max_pool_forward"](np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax)
+        return Y, argmax
+
+    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding):
+        if self.kernels is None:
+            return super().max_pool_backward(dY, argmax, input_hw, kernel, stride, padding)
+        N, C = dY.shape[:2]
+        H, W = input_hw
+        dX = np.zeros((N, C, H * W), dtype=dY.dtype)
+        self.kernels["max_pool_backward"](np.ascontiguousarray(dY), argmax, dX)
+        return dX.reshape(N, C, H, W)

@@ -92,6 +92,15 @@ class Layer(BaseEstimator):
         """Given dLoss/dY, write ``self.grads`` and return dLoss/dX."""
         raise NotImplementedError(f"{type(self).__name__} must implement backward")
 
+    def values_per_sample(self):
+        """Size of the largest array the forward pass makes per sample.
+
+        The estimators size prediction chunks with it, so a chunk's
+        intermediates stay small enough for the caches. Layers that build
+        something larger than their output (patch matrices) say so.
+        """
+        return int(np.prod(self.output_shape_))
+
     # -- helpers for subclasses ----------------------------------------------
     def _add_params(self, **arrays):
         """Add trainable parameters, given as host arrays, with zero gradients."""

@@ -149,6 +149,12 @@ class Conv2D(Layer):
         self.output_shape_ = (F, OH, OW)
         return self.output_shape_
 
+    def values_per_sample(self):
+        # the patch matrix: C * kh * kw values per output pixel
+        F, OH, OW = self.output_shape_
+        C = self.input_shape_[0]
+        return max(F, C * self._kernel[0] * self._kernel[1]) * OH * OW
+
     def forward(self, X, *, training):
         backend, xp = self.backend_, self.xp
         N = X.shape[0]
@@ -159,16 +165,15 @@ class Conv2D(Layer):
         Wm = self.params["W"].reshape(F, -1)
         Zm = self._buffer("Zm", (F, N * OH * OW)) if training else None
         Zm = xp.matmul(Wm, col, out=Zm)
-        if self.use_bias:
-            Zm += self.params["b"][:, None]
-        # (F, N, OH, OW) -> NCHW, one copy
+        bias = self.params["b"] if self.use_bias else None
         Z = self._buffer("Z", (N, F, OH, OW)) if training else xp.empty((N, F, OH, OW), X.dtype)
-        Z[...] = Zm.reshape(F, N, OH, OW).transpose(1, 0, 2, 3)
-        Y = Z
         act = self.activation or "identity"
-        if act != "identity":
-            keep_input = training and activation_needs_input(act)
-            Y = self._buffer("Y", Z.shape) if keep_input else Z
+        if not activation_needs_input(act):
+            # bias, activation (in place) and the move to NCHW in one backend call
+            Y = backend.conv_output(Zm, bias, act, Z)
+        else:  # keep the activation's input for backward
+            backend.conv_output(Zm, bias, "identity", Z)
+            Y = self._buffer("Y", Z.shape) if training else Z
             backend.activation_forward(act, Z, Y)
         if training:
             self._cache = {"col": col, "Y": Y, "Z": Z, "N": N}
@@ -177,18 +182,16 @@ class Conv2D(Layer):
     def backward(self, dY):
         backend, xp, cache = self.backend_, self.xp, self._cache
         act = self.activation or "identity"
-        dZ = dY
-        if act != "identity":
-            dZ = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
+        if activation_needs_input(act):
+            dY = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
+            act = "identity"
         F, OH, OW = self.output_shape_
         N = cache["N"]
-        dZm = self._buffer("dZm", (F, N, OH, OW))
-        dZm[...] = dZ.transpose(1, 0, 2, 3)
-        dZm = dZm.reshape(F, N * OH * OW)
+        dZm = self._buffer("dZm", (F, N * OH * OW))
+        db = self.grads["b"] if self.use_bias else None
+        backend.conv_output_grad(dY, cache["Y"], act, dZm, db)
         Wm = self.params["W"].reshape(F, -1)
         xp.matmul(dZm, cache["col"].T, out=self.grads["W"].reshape(F, -1))
-        if self.use_bias:
-            dZm.sum(axis=1, out=self.grads["b"])
         if self.skip_input_grad:
             return None
         C, H, W = self.input_shape_
