@@ -1,4 +1,4 @@
-"""Smoke test of ``benchmarks/bench_mlp.py``: a quick run writes sane numbers."""
+"""Smoke tests of the benchmarks: quick runs write sane numbers (no timing asserted)."""
 
 import importlib.util
 import json
@@ -46,3 +46,25 @@ def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
     saved = json.loads((tmp_path / "bench_gpu.json").read_text())
     assert saved == results
     assert "| mlp | 1024 |" in (tmp_path / "bench_gpu.md").read_text()
+
+
+def test_bench_cpu_quick_run_reports_every_ratio(tmp_path, capsys):
+    """The CPU benchmark of issue-6's targets, tiny sizes (no timing asserted)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cpu.py"
+    spec = importlib.util.spec_from_file_location("bench_cpu", path)
+    bench_cpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_cpu)
+    out = tmp_path / "cpu.json"
+    results = bench_cpu.main(["--quick", "--json", str(out)])
+    keys = {row["key"] for row in results["table"]}
+    expected = {"mlp_60k_speedup_over_sklearn", "mlp_accuracy_gap_points",
+                "mlp_predict_vs_sklearn", "fit_peak_memory_vs_budget"}
+    if bench_cpu.torch is not None:
+        expected |= {"mlp_60k_vs_torch", "mlp_4k_vs_torch", "convnet_vs_torch",
+                     "convnet_predict_vs_torch"}
+    assert keys == expected
+    assert all(row["value"] >= 0 and row["target"].endswith(("met", "MISSED"))
+               for row in results["table"])
+    assert results["memory"]["data_bytes"] == 2000 * 784 * 4
+    assert json.loads(out.read_text())["table"] == results["table"]
+    assert "| ratio | value | target |" in capsys.readouterr().out

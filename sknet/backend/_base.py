@@ -387,13 +387,14 @@ class Backend:
         return dc_prev
 
     # -- pooling --------------------------------------------------------------
-    def max_pool_forward(self, X, kernel, stride, padding, out_hw):
+    def max_pool_forward(self, X, kernel, stride, padding, out_hw, out=None):
         """Window maxima of ``X`` (N, C, H, W) and the routing :meth:`max_pool_backward` needs.
 
         Windows start every ``stride`` pixels of the image padded by ``padding``
         (padded pixels never win). Returns ``(Y, argmax)``: ``Y`` of shape
-        (N, C, OH, OW), ``argmax`` an integer array the backend alone reads. The
-        first maximum of a window (row-major) wins ties.
+        (N, C, OH, OW), ``argmax`` an int32 array of that shape that the backend
+        alone reads; ``out`` may give both arrays to write. The first maximum of
+        a window (row-major) wins ties.
         """
         # A running maximum over the kh * kw strided views of the image, and the
         # first view that holds it: no patch matrix is built.
@@ -406,8 +407,12 @@ class Backend:
             i, j = divmod(k, kw)
             view = X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
             if Y is None:
-                Y = view.copy()
-                winner = xp.zeros(Y.shape, dtype=xp.int32)
+                if out is None:
+                    Y, winner = view.copy(), xp.zeros(view.shape, dtype=xp.int32)
+                else:
+                    Y, winner = out
+                    xp.copyto(Y, view)
+                    winner.fill(0)
                 better = xp.empty(Y.shape, dtype=bool)
                 continue
             xp.greater(view, Y, out=better)
@@ -415,8 +420,9 @@ class Backend:
             xp.copyto(winner, k, where=better)
         return Y, winner
 
-    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding):
-        """Gradient of :meth:`max_pool_forward`: each window's ``dY`` to its maximum."""
+    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding, out=None):
+        """Gradient of :meth:`max_pool_forward`: each window's ``dY`` to its maximum
+        (into ``out`` (N, C, H, W) when given)."""
         xp = self.xp
         (kh, kw), (sh, sw), (ph, pw), (H, W) = kernel, stride, padding, input_hw
         N, C, OH, OW = dY.shape
@@ -433,6 +439,9 @@ class Backend:
                 window[...] = routed
         if ph or pw:
             dX = xp.ascontiguousarray(dX[:, :, ph : ph + H, pw : pw + W])
+        if out is not None:
+            out[...] = dX
+            return out
         return dX
 
     # -- convolution ----------------------------------------------------------
@@ -463,13 +472,13 @@ class Backend:
             dZm.sum(axis=1, out=db)
         return dZm
 
-    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
+    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0, out=None):
         """Patches of ``X`` (N, C, H, W) as an array of shape (C, kh, kw, N, OH, OW).
 
         ``col[c, i, j, n, y, x]`` is pixel ``(y * sh + i - ph, x * sw + j - pw)`` of
         channel ``c`` of image ``n``, or ``pad_value`` outside the image. Reshaped to
         ``(C * kh * kw, N * OH * OW)`` it is the right operand of the convolution's
-        matrix product.
+        matrix product. Written into ``out`` (contiguous) when given.
         """
         xp = self.xp
         N, C, H, W = X.shape
@@ -478,18 +487,23 @@ class Backend:
         X = xp.ascontiguousarray(X.transpose(1, 0, 2, 3))
         if ph or pw:
             X = xp.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
-        col = xp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype)
+        col = xp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype) if out is None else out
         for i in range(kh):
             for j in range(kw):
                 col[:, i, j] = X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw]
         return col
 
-    def col2im(self, col, H, W, sh, sw, ph, pw):
-        """The adjoint of :meth:`im2col`: sum patches (C, kh, kw, N, OH, OW) into images."""
+    def col2im(self, col, H, W, sh, sw, ph, pw, out=None):
+        """The adjoint of :meth:`im2col`: sum patches (C, kh, kw, N, OH, OW) into
+        images (N, C, H, W), written into ``out`` when given."""
         xp = self.xp
         C, kh, kw, N, OH, OW = col.shape
         X = xp.zeros((C, N, H + 2 * ph, W + 2 * pw), dtype=col.dtype)
         for i in range(kh):
             for j in range(kw):
                 X[:, :, i : i + sh * OH : sh, j : j + sw * OW : sw] += col[:, i, j]
-        return xp.ascontiguousarray(X[:, :, ph : ph + H, pw : pw + W].transpose(1, 0, 2, 3))
+        images = X[:, :, ph : ph + H, pw : pw + W].transpose(1, 0, 2, 3)
+        if out is None:
+            return xp.ascontiguousarray(images)
+        out[...] = images
+        return out

@@ -234,37 +234,44 @@ class CupyBackend(Backend):
 
             cupyx.scatter_add(target, idx, values)
 
-    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
+    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0, out=None):
         N, C, H, W = X.shape
         OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
-        col = cp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype)
+        col = cp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype) if out is None else out
         _im2col_kernel(
             cp.ascontiguousarray(X), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW,
             X.dtype.type(pad_value), col,
         )
         return col
 
-    def col2im(self, col, H, W, sh, sw, ph, pw):
+    def col2im(self, col, H, W, sh, sw, ph, pw, out=None):
         C, kh, kw, N, OH, OW = col.shape
-        img = cp.empty((N, C, H, W), dtype=col.dtype)
+        img = cp.empty((N, C, H, W), dtype=col.dtype) if out is None else out  # every pixel written
         _col2im_kernel(
             cp.ascontiguousarray(col), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, img
         )
         return img
 
-    def max_pool_forward(self, X, kernel, stride, padding, out_hw):
+    def max_pool_forward(self, X, kernel, stride, padding, out_hw, out=None):
         (kh, kw), (sh, sw), (ph, pw), (OH, OW) = kernel, stride, padding, out_hw
         N, C, H, W = X.shape
-        Y = cp.empty((N, C, OH, OW), dtype=X.dtype)
-        argmax = cp.empty((N, C, OH, OW), dtype=cp.int32)
+        if out is None:
+            Y = cp.empty((N, C, OH, OW), dtype=X.dtype)
+            argmax = cp.empty((N, C, OH, OW), dtype=cp.int32)
+        else:
+            Y, argmax = out
         _max_pool_forward_kernel(
             cp.ascontiguousarray(X), H, W, kh, kw, sh, sw, ph, pw, OH, OW, Y, argmax
         )
         return Y, argmax
 
-    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding):
+    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding, out=None):
         N, C = dY.shape[:2]
-        dX = cp.zeros((N, C) + tuple(input_hw), dtype=dY.dtype)
+        if out is None:
+            dX = cp.zeros((N, C) + tuple(input_hw), dtype=dY.dtype)
+        else:
+            dX = out
+            dX.fill(0)
         _max_pool_backward_kernel(cp.ascontiguousarray(dY), argmax, dX)
         return dX
 

@@ -38,7 +38,7 @@ class NumpyBackend(Backend):
     def is_sparse(self, x):
         return sp.issparse(x)
 
-    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
+    def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0, out=None):
         # One strided view of all patches, copied once into the column layout.
         N, C, H, W = X.shape
         OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
@@ -51,7 +51,10 @@ class NumpyBackend(Backend):
             strides=(sC, sH, sW, sN, sH * sh, sW * sw),
             writeable=False,
         )
-        return np.ascontiguousarray(patches)
+        if out is None:
+            return np.ascontiguousarray(patches)
+        np.copyto(out, patches)
+        return out
 
     def activation_forward(self, name, Z, out):
         if name == "logistic":
@@ -125,28 +128,39 @@ class NumpyBackend(Backend):
         )
         return dZm
 
-    def col2im(self, col, H, W, sh, sw, ph, pw):
+    def col2im(self, col, H, W, sh, sw, ph, pw, out=None):
         if self.kernels is None:
-            return super().col2im(col, H, W, sh, sw, ph, pw)
+            return super().col2im(col, H, W, sh, sw, ph, pw, out=out)
         C, _, _, N, _, _ = col.shape
-        out = np.zeros((N, C, H, W), dtype=col.dtype)
+        if out is None:
+            out = np.zeros((N, C, H, W), dtype=col.dtype)
+        else:
+            out.fill(0)
         self.kernels["col2im"](np.ascontiguousarray(col), ph, pw, sh, sw, out)
         return out
 
-    def max_pool_forward(self, X, kernel, stride, padding, out_hw):
+    def max_pool_forward(self, X, kernel, stride, padding, out_hw, out=None):
         if self.kernels is None:
-            return super().max_pool_forward(X, kernel, stride, padding, out_hw)
+            return super().max_pool_forward(X, kernel, stride, padding, out_hw, out=out)
         N, C = X.shape[:2]
-        Y = np.empty((N, C, *out_hw), dtype=X.dtype)
-        argmax = np.empty(Y.shape, dtype=np.int32)
+        if out is None:
+            Y = np.empty((N, C, *out_hw), dtype=X.dtype)
+            argmax = np.empty(Y.shape, dtype=np.int32)
+        else:
+            Y, argmax = out
         self.kernels["max_pool_forward"](np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax)
         return Y, argmax
 
-    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding):
+    def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding, out=None):
         if self.kernels is None:
-            return super().max_pool_backward(dY, argmax, input_hw, kernel, stride, padding)
+            return super().max_pool_backward(dY, argmax, input_hw, kernel, stride, padding,
+                                             out=out)
         N, C = dY.shape[:2]
         H, W = input_hw
-        dX = np.zeros((N, C, H * W), dtype=dY.dtype)
-        self.kernels["max_pool_backward"](np.ascontiguousarray(dY), argmax, dX)
-        return dX.reshape(N, C, H, W)
+        if out is None:
+            out = np.zeros((N, C, H, W), dtype=dY.dtype)
+        else:
+            out.fill(0)
+        self.kernels["max_pool_backward"](np.ascontiguousarray(dY), argmax,
+                                          out.reshape(N, C, H * W))
+        return out

@@ -113,21 +113,23 @@ class Layer(BaseEstimator):
         """The array module of the backend the layer was built on."""
         return self.backend_.xp
 
-    def _buffer(self, key, shape, *, batch_first=True):
+    def _buffer(self, key, shape, *, batch_first=True, dtype=None):
         """A reusable array of ``shape`` (batch axis first) for training.
 
         Buffers are sized for the largest batch seen and sliced for smaller
         ones, so a training epoch allocates nothing after its first batch.
         With ``batch_first=False`` (time-major arrays, which a slice would make
-        non-contiguous) the buffer is reused only for the same shape.
+        non-contiguous) the buffer is reused only for the same shape. Reused
+        buffers also spare the page faults that fresh arrays of a few MB cost.
         """
         buf, shape = self._buffers.get(key), tuple(shape)
+        dtype = self.dtype_ if dtype is None else dtype
         if batch_first:
             if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
-                buf = self._buffers[key] = self.xp.empty(shape, dtype=self.dtype_)
+                buf = self._buffers[key] = self.xp.empty(shape, dtype=dtype)
             return buf[: shape[0]]
         if buf is None or buf.shape != shape:
-            buf = self._buffers[key] = self.xp.empty(shape, dtype=self.dtype_)
+            buf = self._buffers[key] = self.xp.empty(shape, dtype=dtype)
         return buf
 
     def release(self):

@@ -2,6 +2,8 @@
 
 from numbers import Integral
 
+import numpy as np
+
 from sknet._init import initial_weights
 from sknet.backend import activation_needs_input
 from sknet.backend._base import conv_outsize
@@ -155,18 +157,35 @@ class Conv2D(Layer):
         C = self.input_shape_[0]
         return max(F, C * self._kernel[0] * self._kernel[1]) * OH * OW
 
+    def _patches(self, X, out=None):
+        """The patch matrix (C * kh * kw, n * OH * OW) of images ``X``."""
+        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
+        col = self.backend_.im2col(X, kh, kw, sh, sw, ph, pw, out=out)
+        return col.reshape(col.shape[0] * kh * kw, -1)
+
+    def _flat(self, key, size):
+        """A 1-D training buffer of ``size`` values, reused across batches."""
+        buf = self._buffers.get(key)
+        if buf is None or buf.size < size:
+            buf = self._buffers[key] = self.xp.empty(size, dtype=self.dtype_)
+        return buf[:size]
+
     def forward(self, X, *, training):
         backend, xp = self.backend_, self.xp
-        N = X.shape[0]
+        N, C = X.shape[:2]
         F, OH, OW = self.output_shape_
-        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
-        col = backend.im2col(X, kh, kw, sh, sw, ph, pw)
-        col = col.reshape(-1, N * OH * OW)
+        kh, kw = self._kernel
         Wm = self.params["W"].reshape(F, -1)
-        Zm = self._buffer("Zm", (F, N * OH * OW)) if training else None
-        Zm = xp.matmul(Wm, col, out=Zm)
         bias = self.params["b"] if self.use_bias else None
         Z = self._buffer("Z", (N, F, OH, OW)) if training else xp.empty((N, F, OH, OW), X.dtype)
+        # While training, the patches and the product live in buffers reused
+        # across batches: fresh arrays of this size cost page faults every time.
+        out = None
+        if training:
+            out = self._flat("col", C * kh * kw * N * OH * OW).reshape(C, kh, kw, N, OH, OW)
+        col = self._patches(X, out)
+        Zm = self._flat("Zm", F * col.shape[1]).reshape(F, -1) if training else None
+        Zm = xp.matmul(Wm, col, out=Zm)
         act = self.activation or "identity"
         if not activation_needs_input(act):
             # bias, activation (in place) and the move to NCHW in one backend call
@@ -176,7 +195,7 @@ class Conv2D(Layer):
             Y = self._buffer("Y", Z.shape) if training else Z
             backend.activation_forward(act, Z, Y)
         if training:
-            self._cache = {"col": col, "Y": Y, "Z": Z, "N": N}
+            self._cache = {"col": col, "Y": Y, "Z": Z}
         return Y
 
     def backward(self, dY):
@@ -185,16 +204,18 @@ class Conv2D(Layer):
         if activation_needs_input(act):
             dY = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
             act = "identity"
+        col = cache["col"]
+        N = dY.shape[0]
         F, OH, OW = self.output_shape_
-        N = cache["N"]
-        dZm = self._buffer("dZm", (F, N * OH * OW))
+        dZm = self._flat("dZm", F * col.shape[1]).reshape(F, -1)
         db = self.grads["b"] if self.use_bias else None
         backend.conv_output_grad(dY, cache["Y"], act, dZm, db)
-        Wm = self.params["W"].reshape(F, -1)
-        xp.matmul(dZm, cache["col"].T, out=self.grads["W"].reshape(F, -1))
+        xp.matmul(dZm, col.T, out=self.grads["W"].reshape(F, -1))
         if self.skip_input_grad:
             return None
         C, H, W = self.input_shape_
         (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
-        dcol = xp.matmul(Wm.T, dZm).reshape(C, kh, kw, N, OH, OW)
-        return backend.col2im(dcol, H, W, sh, sw, ph, pw)
+        Wm = self.params["W"].reshape(F, -1)
+        dcol = xp.matmul(Wm.T, dZm, out=self._flat("dcol", col.size).reshape(col.shape))
+        return backend.col2im(dcol.reshape(C, kh, kw, N, OH, OW), H, W, sh, sw, ph, pw,
+                              out=self._buffer("dX", (N, C, H, W)))

@@ -69,8 +69,12 @@ class MaxPool2D(_Pool2D):
     """
 
     def forward(self, X, *, training):
+        out = None
+        if training:  # buffers reused across batches
+            shape = (X.shape[0], *self.output_shape_)
+            out = (self._buffer("Y", shape), self._buffer("argmax", shape, dtype="int32"))
         Y, argmax = self.backend_.max_pool_forward(
-            X, self._kernel, self._stride, self._padding, self.output_shape_[1:]
+            X, self._kernel, self._stride, self._padding, self.output_shape_[1:], out=out
         )
         if training:
             self._cache = {"argmax": argmax}
@@ -79,7 +83,7 @@ class MaxPool2D(_Pool2D):
     def backward(self, dY):
         return self.backend_.max_pool_backward(
             dY, self._cache["argmax"], self.input_shape_[1:], self._kernel, self._stride,
-            self._padding,
+            self._padding, out=self._buffer("dX", (dY.shape[0], *self.input_shape_)),
         )
 
 
