@@ -132,12 +132,11 @@ def time_estimator(make, X, y, X_test, y_test, repeats, predict_repeats=5):
 
 
 def torch_mlp(n_in, n_out):
-    nn = torch.nn
-    sizes = [n_in, *HIDDEN, n_out]
-    layers = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    return nn.Sequential(*layers[:-1])
+    """Linear/ReLU stack from scikit-learn's (and sknet's) initial weights for SEED."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_mlp import _torch_model
+
+    return _torch_model([n_in, *HIDDEN, n_out])
 
 
 def torch_convnet(n_out):
