@@ -323,6 +323,28 @@ class Backend:
         """``target[idx[k]] += values[k]`` for every k, repeated indices summed."""
         self.xp.add.at(target, idx, values)
 
+    # -- dense layers ---------------------------------------------------------
+    def bias_activation(self, Z, bias, activation):
+        """``Z = activation(Z + bias)`` in place, for rows ``Z`` (n, F).
+
+        ``bias`` (F,) may be ``None``; ``activation`` must run in place (its
+        derivative needs only its output), or be ``'identity'``.
+        """
+        if bias is not None:
+            Z += bias
+        if activation != "identity":
+            self.activation_forward(activation, Z, Z)
+        return Z
+
+    def bias_activation_grad(self, dY, Y, activation, db):
+        """The gradient of :meth:`bias_activation`, in place in ``dY``; the bias
+        gradient (the column sums) into ``db`` unless it is ``None``."""
+        if activation != "identity":
+            dY = self.activation_backward(activation, dY, Y, None, dY)
+        if db is not None:
+            dY.sum(axis=0, out=db)
+        return dY
+
     # -- recurrent cells ------------------------------------------------------
     def lstm_cell_forward(self, g, c_prev, c, tc, h_prev, h, real):
         """Finish one LSTM step in place.

@@ -224,7 +224,34 @@ def _compile():
                             for x in range(x_lo, x_hi):
                                 row[x * sw + j - pw] += prow[x]
 
+    # Dense layers: bias and ReLU (or nothing) in one pass, and back.
+    @jit
+    def bias_activation(Z, b, relu):
+        n, F = Z.shape
+        zero = Z.dtype.type(0)
+        for i in range(n):
+            row = Z[i]
+            for j in range(F):
+                v = row[j] + b[j]
+                row[j] = zero if relu and v <= zero else v
+
+    @jit
+    def bias_activation_grad(dY, Y, relu, db):
+        n, F = dY.shape
+        zero = dY.dtype.type(0)
+        sums = np.zeros(F)  # float64 column sums, one accumulator per column
+        for i in range(n):
+            grad, act = dY[i], Y[i]
+            for j in range(F):
+                g = zero if relu and act[j] <= zero else grad[j]
+                grad[j] = g
+                sums[j] += g
+        for j in range(F):
+            db[j] = sums[j]
+
     return {
+        "bias_activation": bias_activation,
+        "bias_activation_grad": bias_activation_grad,
         "max_pool_forward": max_pool_forward,
         "max_pool_backward": max_pool_backward,
         "conv_output": conv_output,

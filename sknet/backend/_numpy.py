@@ -164,3 +164,21 @@ class NumpyBackend(Backend):
         self.kernels["max_pool_backward"](np.ascontiguousarray(dY), argmax,
                                           out.reshape(N, C, H * W))
         return out
+
+    # -- dense layers: bias, ReLU and their gradients in one pass
+    def bias_activation(self, Z, bias, activation):
+        if (self.kernels is None or activation not in ("relu", "identity")
+                or not (type(Z) is np.ndarray and Z.ndim == 2 and Z.flags.c_contiguous)):
+            return super().bias_activation(Z, bias, activation)
+        if bias is None:
+            bias = np.zeros(Z.shape[1], dtype=Z.dtype)
+        self.kernels["bias_activation"](Z, bias, activation == "relu")
+        return Z
+
+    def bias_activation_grad(self, dY, Y, activation, db):
+        if (self.kernels is None or activation not in ("relu", "identity")
+                or not (type(dY) is np.ndarray and dY.ndim == 2 and dY.flags.c_contiguous)):
+            return super().bias_activation_grad(dY, Y, activation, db)
+        sums = np.empty(dY.shape[1], dtype=dY.dtype) if db is None else db
+        self.kernels["bias_activation_grad"](dY, Y, activation == "relu", sums)
+        return dY

@@ -81,12 +81,12 @@ class Dense(Layer):
         act = self.activation or "identity"
         Z = self._buffer("Z", (n, units)) if training else None
         Z = backend.matmul(X, self.params["W"], out=Z)
-        if self.use_bias:
-            Z += self.params["b"]
-        Y = Z
-        if act != "identity":
-            keep_input = training and activation_needs_input(act)
-            Y = self._buffer("Y", (n, units)) if keep_input else Z
+        bias = self.params["b"] if self.use_bias else None
+        if not activation_needs_input(act):  # bias and activation in place, one call
+            Y = backend.bias_activation(Z, bias, act)
+        else:
+            backend.bias_activation(Z, bias, "identity")
+            Y = self._buffer("Y", (n, units)) if training else Z
             backend.activation_forward(act, Z, Y)
         if training:
             self._cache = {"X": X, "Y": Y, "Z": Z}
@@ -95,13 +95,15 @@ class Dense(Layer):
     def backward(self, dY):
         backend, cache = self.backend_, self._cache
         act = self.activation or "identity"
-        dZ = dY
-        if act != "identity":
-            dZ = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
+        if activation_needs_input(act):
+            dY = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
+            act = "identity"
+        # the activation's gradient in place, and the bias gradient, in one call
+        dZ = backend.bias_activation_grad(
+            dY, cache["Y"], act, self.grads["b"] if self.use_bias else None
+        )
         X = cache["X"]
         backend.matmul(X.T, dZ, out=self.grads["W"])
-        if self.use_bias:
-            dZ.sum(axis=0, out=self.grads["b"])
         if self.skip_input_grad:
             return None
         dX = self._buffer("dX", (dZ.shape[0], self.input_shape_[0]))
