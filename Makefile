@@ -26,9 +26,10 @@ test: $(PY)
 	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,distributed,skops,onnx]"
 	$(TEST_ENV) $(PY) -m pytest -n auto
 
+# PyTorch's CPU build comes from its own index (PyPI's Linux wheel is the CUDA one).
 bench: $(PY)
-	$(PY) -m pip install --quiet -e ".[bench]"
-	$(PY) benchmarks/bench_mlp.py
+	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu -e ".[bench]"
+	$(PY) benchmarks/bench_cpu.py
 
 # On a GPU machine, without installing anything: the GPU-marked tests, the
 # scikit-learn estimator checks on device="cuda", and the GPU benchmark. Every
