@@ -13,13 +13,13 @@ import os
 KERNELS = None
 
 
-def _compile():
+def _compile(cache=True):
     import numba
     import numpy as np
 
     # error_model="numpy": x / 0 gives inf as in NumPy (no Python zero-division
     # check), which also lets LLVM vectorize the division.
-    jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+    jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
 
     @jit
     def adam_update(param, grad, m, v, lr, beta_1, beta_2, epsilon):
@@ -186,7 +186,7 @@ def _compile():
                     v = Zm[f, n * P + p] + bf
                     dst[p] = zero if relu and v <= zero else v
 
-    @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+    @numba.njit(cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
     def conv_output_grad(dY, Y, relu, dZm, db):
         N, F, P = dY.shape
         zero = dY.dtype.type(0)
@@ -271,3 +271,5 @@ if os.environ.get("SKNET_NUMBA", "1") != "0":
         KERNELS = _compile()
     except ImportError:  # numba is not installed: the NumPy code runs instead
         KERNELS = None
+    except RuntimeError:  # no writable cache directory: compile in memory each run
+        KERNELS = _compile(cache=False)

@@ -1,6 +1,10 @@
 """The optional Numba kernels of the NumPy backend against its NumPy code."""
 
 import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,3 +59,20 @@ def test_non_flat_arrays_take_the_numpy_code():
     backend.add_scaled(P[:, ::2], np.ones((3, 2)), 2.0)  # strided view: NumPy path
     assert_allclose(P[:, ::2], 3.0)
     assert_allclose(P[:, 1::2], 1.0)
+
+
+def test_sknet_numba_0_runs_the_numpy_code(tmp_path):
+    """``SKNET_NUMBA=0`` switches the kernels off; training still works."""
+    code = (
+        "import numpy as np\n"
+        "from sknet import MLPClassifier\n"
+        "from sknet.backend._numpy import NumpyBackend\n"
+        "assert NumpyBackend().kernels is None\n"
+        "rng = np.random.RandomState(0)\n"
+        "X, y = rng.rand(60, 4), rng.randint(0, 2, 60)\n"
+        "MLPClassifier((8,), max_iter=3, random_state=0).fit(X, y)\n"
+    )
+    env = dict(os.environ, SKNET_NUMBA="0", PYTHONWARNINGS="ignore")
+    root = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=tmp_path)
