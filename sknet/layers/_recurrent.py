@@ -239,13 +239,16 @@ class LSTM(_Recurrent):
         return b
 
     # The LSTM runs its own time loops over time-major buffers (one array per
-    # quantity for all steps), so each step writes in place and the derivative
-    # factors of all steps are computed at once in backward.
+    # quantity for all steps), so each step writes in place. Step k reads the
+    # row block A[k] = [h_{k} | x_t | 1], so one matrix product with the stacked
+    # weights [U; W; b] gives all four gates' inputs, the input projection and
+    # bias included; after the loop, one product A^T dG gives dU, dW and db.
     def forward(self, X, *, training, mask=None):
         backend, xp = self.backend_, self.xp
         N, T, F = X.shape
         H = int(self.units)
-        Xt = xp.ascontiguousarray(X.transpose(1, 0, 2))
+        K = H + F + 1
+        Xt = X.transpose(1, 0, 2)
         outputs, caches = [], []
         for d in self._directions():
 
@@ -254,26 +257,24 @@ class LSTM(_Recurrent):
                     return self._buffer(name + d, shape, batch_first=False)
                 return xp.empty(shape, dtype=X.dtype)
 
+            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
+            A = buffer("A", (T + 1, N, K))
+            A[:T, :, H : H + F] = Xt if d == "" else Xt[::-1]
+            A[:, :, K - 1] = 1
+            A[0, :, :H] = 0
+            Hs = A[:, :, :H]  # the states, in place in A
             # sigmoid(z) = (1 + tanh(z / 2)) / 2: halving the sigmoid gates'
-            # columns of W, b and U lets one tanh over all four gates do the work.
+            # columns of the weights lets one tanh over all four gates do the work.
             half = xp.ones(4 * H, dtype=X.dtype)
             half[: 3 * H] = 0.5
-            P = buffer("P", (T, N, 4 * H))
-            xp.matmul(Xt.reshape(T * N, F), self.params["W" + d] * half,
-                      out=P.reshape(T * N, 4 * H))
-            P += self.params["b" + d] * half
-            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
-            U = self.params["U" + d] * half
+            Wcat = self._stacked_weights(d) * half
             G = buffer("G", (T, N, 4 * H))
             TC = buffer("TC", (T, N, H))
             Cs = buffer("C", (T + 1, N, H))
-            Hs = buffer("H", (T + 1, N, H))
             Cs[0] = 0
-            Hs[0] = 0
             for k, t in enumerate(order):
                 g = G[k]
-                xp.matmul(Hs[k], U, out=g)
-                g += P[t]
+                xp.matmul(A[k], Wcat, out=g)
                 xp.tanh(g, out=g)
                 # padding (mask False): the state is carried over
                 real = None if mask is None else mask[:, t]
@@ -284,26 +285,31 @@ class LSTM(_Recurrent):
             else:
                 outputs.append(Hs[T])
             if training:
-                caches.append((d, order, G, TC, Cs, Hs))
+                caches.append((d, order, G, TC, Cs, A))
         Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
         Y = xp.ascontiguousarray(Y)
         if training:
-            self._cache = {"Xt": Xt, "mask": mask, "directions": caches}
+            self._cache = {"mask": mask, "directions": caches, "shape": (N, T, F)}
         return Y
+
+    def _stacked_weights(self, d):
+        """[U; W; b] of direction ``d``: (H + F + 1, 4H)."""
+        p = self.params
+        return self.xp.concatenate([p["U" + d], p["W" + d], p["b" + d][None]])
 
     def backward(self, dY):
         backend, xp, cache = self.backend_, self.xp, self._cache
-        Xt, mask = cache["Xt"], cache["mask"]
-        T, N, F = Xt.shape
+        mask = cache["mask"]
+        N, T, F = cache["shape"]
         H = int(self.units)
         dX = None
-        for j, (d, order, G, TC, Cs, Hs) in enumerate(cache["directions"]):
+        for j, (d, order, G, TC, Cs, A) in enumerate(cache["directions"]):
             part = dY[..., j * H : (j + 1) * H]
             factors = backend.lstm_derivative_factors(G, TC)  # of every step at once
             U = self.params["U" + d]
             dG = self._buffer("dG" + d, G.shape, batch_first=False)
-            dh = xp.zeros((N, H), dtype=Xt.dtype)
-            dc = xp.zeros((N, H), dtype=Xt.dtype)
+            dh = xp.zeros((N, H), dtype=dY.dtype)
+            dc = xp.zeros((N, H), dtype=dY.dtype)
             if not self.return_sequences:
                 dh += part
             for k in range(T - 1, -1, -1):
@@ -319,15 +325,15 @@ class LSTM(_Recurrent):
                 if mask is not None:  # padded steps pass the gradient straight through
                     xp.copyto(dh_prev, dh, where=~real[:, None])
                 dh = dh_prev
-            dG_by_t = dG if d == "" else dG[::-1]
             flat = dG.reshape(T * N, 4 * H)
-            xp.matmul(Xt.reshape(T * N, F).T, dG_by_t.reshape(T * N, 4 * H),
-                      out=self.grads["W" + d])
-            flat.sum(axis=0, out=self.grads["b" + d])
-            xp.matmul(Hs[:T].reshape(T * N, H).T, flat, out=self.grads["U" + d])
+            # d[U; W; b] = A^T dG over every step at once; rows split by parameter
+            stacked = xp.matmul(A[:T].reshape(T * N, H + F + 1).T, flat)
+            self.grads["U" + d][...] = stacked[:H]
+            self.grads["W" + d][...] = stacked[H : H + F]
+            self.grads["b" + d][...] = stacked[H + F]
             if not self.skip_input_grad:
-                dXd = (dG_by_t.reshape(T * N, 4 * H) @ self.params["W" + d].T)
-                dXd = dXd.reshape(T, N, F).transpose(1, 0, 2)
+                dXd = (flat @ self.params["W" + d].T).reshape(T, N, F)
+                dXd = (dXd if d == "" else dXd[::-1]).transpose(1, 0, 2)
                 dX = dXd if dX is None else dX + dXd
         return None if dX is None else xp.ascontiguousarray(dX)
 
