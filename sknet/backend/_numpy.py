@@ -1,4 +1,6 @@
-"""The NumPy backend: the shared ``xp`` kernels, plus the few that SciPy does faster."""
+"""The NumPy backend: the shared ``xp`` kernels, a strided-view im2col, and the
+fused Numba kernels of :mod:`sknet.backend._cpu_kernels` where Numba is installed
+(each method falls back to the shared NumPy code without them)."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -6,14 +8,13 @@ import scipy.sparse as sp
 from sknet.backend._base import Backend, conv_outsize
 from sknet.backend._cpu_kernels import KERNELS
 
-
 _NO_MASK = np.ones(0, dtype=bool)
 
 
-def _flat(*arrays):
-    """Whether every array is a 1-D C-contiguous NumPy array (what the kernels take)."""
+def _contiguous(*arrays, ndim=1):
+    """Whether every array is a C-contiguous NumPy array of ``ndim`` dimensions."""
     return all(
-        type(a) is np.ndarray and a.ndim == 1 and a.flags.c_contiguous for a in arrays
+        type(a) is np.ndarray and a.ndim == ndim and a.flags.c_contiguous for a in arrays
     )
 
 
@@ -68,19 +69,19 @@ class NumpyBackend(Backend):
         return super().activation_forward(name, Z, out)
 
     def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
-        if self.kernels is None or not _flat(param, grad, m, v):
+        if self.kernels is None or not _contiguous(param, grad, m, v):
             return super().adam_update(param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp)
         dt = param.dtype.type
         self.kernels["adam_update"](param, grad, m, v, dt(lr), dt(beta_1), dt(beta_2), dt(epsilon))
 
     def sgd_update(self, param, grad, velocity, lr, momentum, nesterov, tmp):
-        if self.kernels is None or not _flat(param, grad, velocity):
+        if self.kernels is None or not _contiguous(param, grad, velocity):
             return super().sgd_update(param, grad, velocity, lr, momentum, nesterov, tmp)
         dt = param.dtype.type
         self.kernels["sgd_update"](param, grad, velocity, dt(lr), dt(momentum), bool(nesterov))
 
     def add_scaled(self, y, x, alpha):
-        if self.kernels is None or not _flat(y, x):
+        if self.kernels is None or not _contiguous(y, x):
             return super().add_scaled(y, x, alpha)
         self.kernels["add_scaled"](y, x, y.dtype.type(alpha))
         return y
@@ -168,7 +169,7 @@ class NumpyBackend(Backend):
     # -- dense layers: bias, ReLU and their gradients in one pass
     def bias_activation(self, Z, bias, activation):
         if (self.kernels is None or activation not in ("relu", "identity")
-                or not (type(Z) is np.ndarray and Z.ndim == 2 and Z.flags.c_contiguous)):
+                or not _contiguous(Z, ndim=2)):
             return super().bias_activation(Z, bias, activation)
         if bias is None:
             bias = np.zeros(Z.shape[1], dtype=Z.dtype)
@@ -177,7 +178,7 @@ class NumpyBackend(Backend):
 
     def bias_activation_grad(self, dY, Y, activation, db):
         if (self.kernels is None or activation not in ("relu", "identity")
-                or not (type(dY) is np.ndarray and dY.ndim == 2 and dY.flags.c_contiguous)):
+                or not _contiguous(dY, ndim=2)):
             return super().bias_activation_grad(dY, Y, activation, db)
         sums = np.empty(dY.shape[1], dtype=dY.dtype) if db is None else db
         self.kernels["bias_activation_grad"](dY, Y, activation == "relu", sums)

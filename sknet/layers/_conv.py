@@ -2,8 +2,6 @@
 
 from numbers import Integral
 
-import numpy as np
-
 from sknet._init import initial_weights
 from sknet.backend import activation_needs_input
 from sknet.backend._base import conv_outsize
