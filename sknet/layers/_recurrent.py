@@ -76,6 +76,12 @@ class _Recurrent(Layer):
         self.output_shape_ = (T, width) if self.return_sequences else (width,)
         return self.output_shape_
 
+    def values_per_sample(self):
+        # the gate activations of every step (and direction) dominate
+        T, F = self.input_shape_
+        H = int(self.units)
+        return len(self._directions()) * T * (self.n_gates * H + H + F + 1)
+
     def _initial_bias(self, H):
         return np.zeros(self.n_gates * H)
 

@@ -254,3 +254,12 @@ def test_time_distributed_dense_is_a_dense_per_step(backend):
 def test_bad_configurations(layer, shape, message):
     with pytest.raises(ValueError, match=message):
         build(layer, shape, get_backend("cpu"))
+
+
+def test_prediction_chunks_account_for_the_gates_of_every_step():
+    """An LSTM's per-sample work is its gates over all steps, not its output."""
+    layer = LSTM(16, bidirectional=True)
+    layer.build((10, 3), backend=get_backend("cpu"), dtype=np.float32,
+                rng=np.random.RandomState(0))
+    assert layer.output_shape_ == (32,)
+    assert layer.values_per_sample() == 2 * 10 * (4 * 16 + 16 + 3 + 1)
