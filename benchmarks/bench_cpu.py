@@ -17,7 +17,10 @@ each ratio with its target:
 - prediction throughput: the MLP against scikit-learn, the ConvNet against
   PyTorch;
 - peak resident memory of an sknet fit on the 60,000 rows, in a fresh process,
-  against the float32 data + 25% + the model state.
+  against the float32 data + 25% + the model state;
+- LSTM(128) over the images read row by row (28 steps of 28 pixels, batch 128,
+  gradient clipping at 5) on the 8,000 training images against
+  ``torch.nn.LSTM``, as ``bench_rnn.py`` times it.
 
 Data: a stratified 8,000/2,000 split of the MNIST test file (``--mnist-dir``
 or ``SKNET_MNIST_DIR``), the training part tiled to 60,000 rows; random pixels
@@ -73,6 +76,7 @@ TARGETS = {  # what issue 6 asks, as (comparison, bound)
     "mlp_predict_vs_sklearn": (">=", 1.3),
     "convnet_predict_vs_torch": (">=", 1.0),
     "fit_peak_memory_vs_budget": ("<=", 1.0),
+    "lstm_vs_torch": ("<=", 1.5),  # the recurrent-networks issue's target
 }
 
 
@@ -101,10 +105,17 @@ def tile_rows(X, y, n):
 
 
 # -- timing -----------------------------------------------------------------------
+# Idle seconds before each timed call: OpenBLAS's and PyTorch's OpenMP worker
+# threads spin for a while after their last job, and would slow whichever peer
+# runs next on a 2-core machine.
+SETTLE_SECONDS = 1.0
+
+
 def best_of(func, repeats):
     """Best wall-clock seconds of ``repeats`` calls, and the last result."""
     best, result = np.inf, None
     for _ in range(repeats):
+        time.sleep(SETTLE_SECONDS)
         start = time.perf_counter()
         result = func()
         best = min(best, time.perf_counter() - start)
@@ -266,12 +277,16 @@ def verdict(key, value):
 
 
 def run(args):
+    global SETTLE_SECONDS
+    if args.quick:
+        SETTLE_SECONDS = 0.0
     X_train, y_train, X_test, y_test, source = load_data(args.mnist_dir, args.quick)
     rows_big = 2000 if args.quick else 60000
     rows_small = 500 if args.quick else 4000
     X_big, y_big = tile_rows(X_train, y_train, rows_big)
     X_small, y_small = X_train[:rows_small], y_train[:rows_small]
     epochs_big, epochs_small, epochs_conv = (1, 2, 1) if args.quick else (2, 10, 2)
+    epochs_lstm = 1 if args.quick else 3
     print(f"sknet {sknet.__version__}, numpy {np.__version__}, "
           f"torch {torch.__version__ if torch else 'not installed'}; "
           f"{args.threads} threads; data: {source}")
@@ -306,6 +321,13 @@ def run(args):
             print(f"  {name}: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
                                             for k, v in r.items()), flush=True)
         X_conv, y_conv = X_train[:rows_small], y_train[:rows_small]
+        # warm-up of the convolution code paths (compiled kernels, oneDNN primitives)
+        fit_quietly(ConvNetClassifier(input_shape=(1, 28, 28), max_iter=1, batch_size=64),
+                    X_conv[:128], y_conv[:128])
+        if torch is not None:
+            for channels_last in (True, False):
+                time_torch(torch_convnet, X_conv[:128], y_conv[:128], X_test[:64], y_test[:64],
+                           1, 64, 1, channels_last)
         r = {"sknet": time_estimator(conv_sknet, X_conv, y_conv, X_test, y_test, args.repeats)}
         if torch is not None:
             candidates = {
@@ -320,6 +342,22 @@ def run(args):
         results["convnet"] = r
         print("  convnet: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
                                         for k, v in r.items()), flush=True)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_rnn
+
+        # bench_rnn.py's setting: the whole 8,000-image training split
+        seq_train, seq_test = X_train.reshape(-1, 28, 28), X_test.reshape(-1, 28, 28)
+        time.sleep(SETTLE_SECONDS)
+        lstm_sknet = bench_rnn.time_sknet(seq_train, y_train, seq_test, y_test, epochs_lstm, 128)
+        r = {"sknet": {"s_per_epoch": lstm_sknet[0], "test_acc": lstm_sknet[1]}}
+        if torch is not None:
+            time.sleep(SETTLE_SECONDS)
+            lstm_torch = bench_rnn.time_torch(seq_train, y_train, seq_test, y_test, epochs_lstm,
+                                              128)
+            r["torch"] = {"s_per_epoch": lstm_torch[0], "test_acc": lstm_torch[1]}
+        results["lstm"] = r
+        print("  lstm: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
+                                     for k, v in r.items()), flush=True)
     results["memory"] = measure_memory(rows_big, 1, args.threads)
 
     mlp, small, conv = results["mlp_60k"], results["mlp_4k"], results["convnet"]
@@ -343,6 +381,10 @@ def run(args):
     if torch is not None:
         rows.append(("ConvNet predict: sknet / PyTorch rows per s", "convnet_predict_vs_torch",
                      conv["sknet"]["predict_rows_per_s"] / conv["torch"]["predict_rows_per_s"]))
+    if torch is not None:
+        lstm = results["lstm"]
+        rows.append(("LSTM(128) train 8k sequences: sknet / PyTorch s/epoch", "lstm_vs_torch",
+                     lstm["sknet"]["s_per_epoch"] / lstm["torch"]["s_per_epoch"]))
     mem = results["memory"]
     rows.append((f"fit peak RSS growth / (25% of data + model state) "
                  f"[{mem['fit_growth_bytes'] / 2**20:.0f} MiB / {mem['budget_bytes'] / 2**20:.0f} MiB]",
@@ -354,14 +396,14 @@ def run(args):
 
 def print_results(results):
     print()
-    print("| peer | MLP 60k s/epoch | MLP 4k s/epoch | ConvNet 4k s/epoch | MLP predict rows/s "
-          "| ConvNet predict rows/s | MLP 60k test acc |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| peer | MLP 60k s/epoch | MLP 4k s/epoch | ConvNet 4k s/epoch | LSTM 8k s/epoch "
+          "| MLP predict rows/s | ConvNet predict rows/s | MLP 60k test acc |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     peers = ["sknet", "sklearn", "torch", "torch channels_last", "torch contiguous"]
     for peer in peers:
         cells = []
         for key, field, fmt in [("mlp_60k", "s_per_epoch", ".4f"), ("mlp_4k", "s_per_epoch", ".4f"),
-                                ("convnet", "s_per_epoch", ".4f"),
+                                ("convnet", "s_per_epoch", ".4f"), ("lstm", "s_per_epoch", ".4f"),
                                 ("mlp_60k", "predict_rows_per_s", ",.0f"),
                                 ("convnet", "predict_rows_per_s", ",.0f"),
                                 ("mlp_60k", "test_acc", ".4f")]:

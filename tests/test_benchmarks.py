@@ -61,7 +61,7 @@ def test_bench_cpu_quick_run_reports_every_ratio(tmp_path, capsys):
                 "mlp_predict_vs_sklearn", "fit_peak_memory_vs_budget"}
     if bench_cpu.torch is not None:
         expected |= {"mlp_60k_vs_torch", "mlp_4k_vs_torch", "convnet_vs_torch",
-                     "convnet_predict_vs_torch"}
+                     "convnet_predict_vs_torch", "lstm_vs_torch"}
     assert keys == expected
     assert all(row["value"] >= 0 and row["target"].endswith(("met", "MISSED"))
                for row in results["table"])
