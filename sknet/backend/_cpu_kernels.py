@@ -1,8 +1,11 @@
-"""Fused CPU kernels compiled with Numba, for the updates NumPy cannot fuse.
+"""Fused CPU kernels compiled with Numba, for the work NumPy cannot fuse.
 
-NumPy runs an Adam step as a dozen whole-array passes with a temporary; these
-loops make one pass in the parameters' dtype. Numba is optional (the
-``numba`` extra): without it, or with ``SKNET_NUMBA=0`` in the environment,
+NumPy runs an Adam step as a dozen whole-array passes with a temporary, a
+convolution's bias, ReLU and move to NCHW as three, max pooling as a dozen
+masked passes; these loops make one pass each, in the arrays' dtype: the
+optimizer updates, the dense and convolution epilogues and their gradients,
+max pooling, col2im and the LSTM cell. Numba is optional (the ``numba``
+extra): without it, or with ``SKNET_NUMBA=0`` in the environment,
 :data:`KERNELS` is ``None`` and the NumPy backend keeps the generic NumPy code
 of :class:`sknet.backend.Backend`. Kernels are compiled on first use and
 cached on disk.
