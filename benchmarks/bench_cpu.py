@@ -49,6 +49,7 @@ from sklearn.neural_network import MLPClassifier as SklearnMLPClassifier
 from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_mlp, bench_rnn beside this file
 try:
     import sknet
 except ImportError:  # run as `python benchmarks/bench_cpu.py` from a checkout
@@ -144,7 +145,6 @@ def time_estimator(make, X, y, X_test, y_test, repeats, predict_repeats=5):
 
 def torch_mlp(n_in, n_out):
     """Linear/ReLU stack from scikit-learn's (and sknet's) initial weights for SEED."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_mlp import _torch_model
 
     return _torch_model([n_in, *HIDDEN, n_out])
@@ -342,7 +342,6 @@ def run(args):
         results["convnet"] = r
         print("  convnet: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
                                         for k, v in r.items()), flush=True)
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         import bench_rnn
 
         # bench_rnn.py's setting: the whole 8,000-image training split

@@ -161,13 +161,6 @@ class Conv2D(Layer):
         col = self.backend_.im2col(X, kh, kw, sh, sw, ph, pw, out=out)
         return col.reshape(col.shape[0] * kh * kw, -1)
 
-    def _flat(self, key, size):
-        """A 1-D training buffer of ``size`` values, reused across batches."""
-        buf = self._buffers.get(key)
-        if buf is None or buf.size < size:
-            buf = self._buffers[key] = self.xp.empty(size, dtype=self.dtype_)
-        return buf[:size]
-
     def forward(self, X, *, training):
         backend, xp = self.backend_, self.xp
         N, C = X.shape[:2]
@@ -180,9 +173,9 @@ class Conv2D(Layer):
         # across batches: fresh arrays of this size cost page faults every time.
         out = None
         if training:
-            out = self._flat("col", C * kh * kw * N * OH * OW).reshape(C, kh, kw, N, OH, OW)
+            out = self._buffer("col", (C * kh * kw * N * OH * OW,)).reshape(C, kh, kw, N, OH, OW)
         col = self._patches(X, out)
-        Zm = self._flat("Zm", F * col.shape[1]).reshape(F, -1) if training else None
+        Zm = self._buffer("Zm", (F * col.shape[1],)).reshape(F, -1) if training else None
         Zm = xp.matmul(Wm, col, out=Zm)
         act = self.activation or "identity"
         if not activation_needs_input(act):
@@ -205,7 +198,7 @@ class Conv2D(Layer):
         col = cache["col"]
         N = dY.shape[0]
         F, OH, OW = self.output_shape_
-        dZm = self._flat("dZm", F * col.shape[1]).reshape(F, -1)
+        dZm = self._buffer("dZm", (F * col.shape[1],)).reshape(F, -1)
         db = self.grads["b"] if self.use_bias else None
         backend.conv_output_grad(dY, cache["Y"], act, dZm, db)
         xp.matmul(dZm, col.T, out=self.grads["W"].reshape(F, -1))
@@ -214,6 +207,6 @@ class Conv2D(Layer):
         C, H, W = self.input_shape_
         (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
         Wm = self.params["W"].reshape(F, -1)
-        dcol = xp.matmul(Wm.T, dZm, out=self._flat("dcol", col.size).reshape(col.shape))
+        dcol = xp.matmul(Wm.T, dZm, out=self._buffer("dcol", (col.size,)).reshape(col.shape))
         return backend.col2im(dcol.reshape(C, kh, kw, N, OH, OW), H, W, sh, sw, ph, pw,
                               out=self._buffer("dX", (N, C, H, W)))
