@@ -6,7 +6,7 @@ Learning curves, early stopping and a saved figure
 Train :class:`~sknet.MLPClassifier` on digits with a validation set of our
 own, stop early on the validation loss with
 :class:`~sknet.callbacks.EarlyStopping` (the best weights come back), print
-the per-epoch table (``verbose=2``), and save the learning curves drawn by
+the per-epoch table (:class:`~sknet.callbacks.PrintLog`), and save the learning curves drawn by
 :func:`sknet.plotting.plot_learning_curves` to a PNG file.
 
     python examples/plot_learning_curves.py [output.png]
@@ -22,7 +22,7 @@ from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 from sknet import MLPClassifier  # noqa: E402
-from sknet.callbacks import EarlyStopping  # noqa: E402
+from sknet.callbacks import EarlyStopping, PrintLog  # noqa: E402
 from sknet.plotting import plot_learning_curves  # noqa: E402
 
 output = sys.argv[1] if len(sys.argv) > 1 else "learning_curves.png"
@@ -34,11 +34,10 @@ clf = MLPClassifier(
     hidden_layer_sizes=(128,),
     learning_rate_init=0.01,
     max_iter=200,
-    verbose=2,
     random_state=0,
-    callbacks=[EarlyStopping(monitor="valid_loss", patience=5)],
+    callbacks=[EarlyStopping(monitor="valid_loss", patience=5), PrintLog()],
 )
-clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
 stopper = clf.callbacks_[0]
 print(f"Stopped at epoch {stopper.stopped_epoch_}; restored epoch {stopper.best_epoch_} "
       f"(validation loss {stopper.best_value_:.4f}, accuracy {clf.score(X_val, y_val):.4f})")

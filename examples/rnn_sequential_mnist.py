@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 
 from sknet import RNNClassifier
+from sknet.callbacks import PrintLog, ProgressBar
 from sknet.datasets import load_mnist
 
 directory = sys.argv[1] if len(sys.argv) > 1 else None
@@ -36,11 +37,12 @@ X_train, X_test, y_train, y_test = train_test_split(
 )
 
 clf = RNNClassifier(cell="lstm", units=(128,), batch_size=128, max_iter=epochs,
-                    clip_norm=5.0, verbose=2, random_state=0)
+                    clip_norm=5.0, random_state=0,
+                    callbacks=[PrintLog(), ProgressBar()])
 start = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed number of epochs
-    clf.fit(X_train, y_train, validation_data=(X_test, y_test))
+    clf.fit(X_train, y_train, X_val=X_test, y_val=y_test)
 seconds = time.perf_counter() - start
 print(f"LSTM(128) over {clf.input_shape_[0]} rows of {clf.input_shape_[1]} pixels, "
       f"trained on {clf.device_!r}: {seconds / clf.n_iter_:.2f} s per epoch")

@@ -7,13 +7,14 @@ from sknet._convnet import ConvNetClassifier  # noqa: E402
 from sknet._init import SklearnGlorotUniform  # noqa: E402
 from sknet._losses import LOSSES  # noqa: E402
 from sknet._mlp import MLPClassifier, MLPRegressor  # noqa: E402
+from sknet._network import Network  # noqa: E402
 from sknet._optimizers import SGD, Adam  # noqa: E402
 from sknet._rnn import RNNClassifier, RNNRegressor  # noqa: E402
 
 
 def _trusted_types():
     classes = [ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier, RNNRegressor,
-               SklearnGlorotUniform, SGD, Adam]
+               Network, SklearnGlorotUniform, SGD, Adam]
     classes += list(LOSSES.values())
     classes += [getattr(layers, name) for name in layers.__all__ if name != "Layer"]
     classes += [getattr(callbacks, name) for name in callbacks.__all__ if name != "Callback"]

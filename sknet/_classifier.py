@@ -130,13 +130,17 @@ class NetworkClassifierMixin(ClassifierMixin):
         return xp.asarray(self.classes_)[winner]
 
     def _validation_score(self, Y_true, P, sample_weight):
-        y_true = self._labels_from_outputs(Y_true.astype(P.dtype))
+        y_true = self._decode_targets(Y_true)
         return accuracy_score(
             y_true, self._labels_from_outputs(P), sample_weight=sample_weight
         )
 
+    def _decode_targets(self, Y):
+        return self._labels_from_outputs(Y.astype(np.float64))
+
     @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, classes=None, sample_weight=None, validation_data=None):
+    def partial_fit(self, X, y, sample_weight=None, classes=None, *, X_val=None,
+                    y_val=None, sample_weight_val=None, validation_data=None):
         """Update the model with a single epoch over the given data.
 
         Parameters
@@ -145,15 +149,17 @@ class NetworkClassifierMixin(ClassifierMixin):
             The input data.
         y : array-like of shape (n_samples,) or (n_samples, n_classes)
             The target labels (or label indicator matrix for multilabel).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
         classes : array-like of shape (n_classes,), default=None
             All classes across calls to partial_fit, ``np.unique(y_all)``.
             Required on the first call, may be omitted afterwards; not needed
             for a label indicator matrix (multilabel), whose columns are the
             classes.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative sample weights.
-        validation_data : tuple (X_val, y_val[, sample_weight_val]), default=None
+        X_val, y_val, sample_weight_val : array-like, default=None
             A validation set scored after the epoch, recorded in ``history_``.
+        validation_data : tuple, default=None
+            Deprecated: ``(X_val, y_val[, sample_weight_val])``.
 
         Returns
         -------
@@ -165,15 +171,20 @@ class NetworkClassifierMixin(ClassifierMixin):
         if multilabel and classes is None and getattr(self, "classes_", None) is None:
             # A label indicator matrix names its classes by its columns.
             classes = np.arange(np.shape(y)[1])
-        if _check_partial_fit_first_call(self, classes):
-            binarizer = LabelBinarizer()
-            binarizer.fit(y if multilabel else classes)
-            self._label_binarizer = binarizer
-            self.classes_ = binarizer.classes_
-        return self._fit(
-            X, y, sample_weight=sample_weight, incremental=True,
-            validation_data=validation_data,
-        )
+        first_call = _check_partial_fit_first_call(self, classes)
+        try:
+            if first_call:
+                binarizer = LabelBinarizer()
+                binarizer.fit(y if multilabel else classes)
+                self._label_binarizer = binarizer
+                self.classes_ = binarizer.classes_
+            return self._fit(X, y, sample_weight, True,
+                             (X_val, y_val, sample_weight_val, validation_data))
+        except BaseException:
+            if first_call:  # a failed first call leaves no classes behind
+                for name in ("classes_", "_label_binarizer"):
+                    self.__dict__.pop(name, None)
+            raise
 
     def predict(self, X):
         """Predict class labels.

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
+    CLASS_WEIGHT_DOC,
     FITTED_ATTRIBUTES_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
@@ -163,6 +164,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         nesterovs_momentum=True,
         early_stopping=False,
         validation_fraction=0.1,
+        scoring=None,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
@@ -198,6 +200,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         self.nesterovs_momentum = nesterovs_momentum
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.scoring = scoring
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -207,6 +210,9 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight
+
+    _network_parameters = ("conv_filters", "kernel_size", "pool_size", "dense_units",
+                           "activation", "dropout", "batch_norm", "layers", "input_shape")
 
     # -- images in ---------------------------------------------------------------
     def _check_params(self):
@@ -276,11 +282,6 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
     def _network_input_shape(self, n_features):
         return self.input_shape_
 
-    def _network_input(self, X):
-        if self._backend.is_sparse(X):
-            X = X.toarray()
-        return X.reshape((X.shape[0],) + self.input_shape_)
-
     # -- the network ---------------------------------------------------------------
     def _build_layers(self):
         if self.layers is not None:
@@ -317,6 +318,6 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
 
 fill_doc(
     ConvNetClassifier,
-    parameters=_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
+    parameters=_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC,
     attributes=FITTED_ATTRIBUTES_DOC,
 )

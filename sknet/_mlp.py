@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
+    CLASS_WEIGHT_DOC,
     FITTED_ATTRIBUTES_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
@@ -34,11 +35,11 @@ _MLP_PARAMETERS_DOC = """
 
 _MLP_ATTRIBUTES_DOC = """
     coefs_ : list of ndarray
-        ``coefs_[i]`` is the NumPy weight matrix of layer ``i`` (a view of the
-        weights on the CPU, a copy when trained on a GPU).
+        ``coefs_[i]`` is the weight matrix of layer ``i``: a NumPy copy of the
+        network's weights, on every device (changing it changes nothing).
 
     intercepts_ : list of ndarray
-        ``intercepts_[i]`` is the bias vector of layer ``i + 1``.
+        ``intercepts_[i]`` is the bias vector of layer ``i + 1`` (a copy).
 
     n_layers_ : int
         Number of layers, input and output included.
@@ -72,6 +73,8 @@ class _BaseMLP(BaseNeuralNetwork):
         "dropout": [Interval(Real, 0, 1, closed="left")],
     }
 
+    _network_parameters = ("hidden_layer_sizes", "activation", "dropout")
+
     def _check_params(self):
         _check_hidden_layer_sizes(self.hidden_layer_sizes)
         if self.dropout > 0 and self.solver == "lbfgs":
@@ -91,12 +94,32 @@ class _BaseMLP(BaseNeuralNetwork):
         layers.append(Dense(self.n_outputs_, init=init))
         return layers
 
-    def _export_fitted(self):
-        dense = [layer for layer in self.layers_ if isinstance(layer, Dense)]
-        backend = self._backend
-        self.coefs_ = [backend.to_numpy(layer.params["W"]) for layer in dense]
-        self.intercepts_ = [backend.to_numpy(layer.params["b"]) for layer in dense]
-        self.n_layers_ = len(dense) + 1
+    def _dense_layers(self):
+        return [layer for layer in self.layers_ if isinstance(layer, Dense)]
+
+    @property
+    def coefs_(self):
+        """Weight matrices, NumPy copies (see the class docstring)."""
+        to_numpy = self.network_.backend.to_numpy if "network_" in self.__dict__ else None
+        if to_numpy is None:
+            raise AttributeError(f"This {type(self).__name__} has no coefs_ until fitted")
+        return [to_numpy(layer.params["W"]).copy() for layer in self._dense_layers()]
+
+    @property
+    def intercepts_(self):
+        """Bias vectors, NumPy copies."""
+        if "network_" not in self.__dict__:
+            raise AttributeError(f"This {type(self).__name__} has no intercepts_ until fitted")
+        to_numpy = self.network_.backend.to_numpy
+        return [to_numpy(layer.params["b"]).copy() for layer in self._dense_layers()]
+
+    @property
+    def n_layers_(self):
+        """Number of layers, input and output included."""
+        if "network_" not in self.__dict__:
+            raise AttributeError(f"This {type(self).__name__} has no n_layers_ until fitted")
+        return len(self._dense_layers()) + 1
+
 
 class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
     """Multi-layer perceptron classifier, on NumPy or a CUDA GPU.
@@ -171,6 +194,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         nesterovs_momentum=True,
         early_stopping=False,
         validation_fraction=0.1,
+        scoring=None,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
@@ -200,6 +224,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.nesterovs_momentum = nesterovs_momentum
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.scoring = scoring
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -256,6 +281,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         **_BaseMLP._parameter_constraints,
         **NetworkRegressorMixin._parameter_constraints,
     }
+    _network_parameters = _BaseMLP._network_parameters + ("loss",)
 
     def __init__(
         self,
@@ -279,6 +305,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         nesterovs_momentum=True,
         early_stopping=False,
         validation_fraction=0.1,
+        scoring=None,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
@@ -308,6 +335,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         self.nesterovs_momentum = nesterovs_momentum
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.scoring = scoring
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -318,9 +346,13 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         self.dtype = dtype
         self.callbacks = callbacks
 
-for _cls in (MLPClassifier, MLPRegressor):
-    fill_doc(
-        _cls,
-        parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
-        attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
-    )
+fill_doc(
+    MLPClassifier,
+    parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC,
+    attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+)
+fill_doc(
+    MLPRegressor,
+    parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
+    attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+)

@@ -50,10 +50,15 @@ class StochasticOptimizer(ABC):
         return self._tmp[: p.size].reshape(p.shape)
 
     def rebind(self, params, backend):
-        """Point at new parameter arrays (after a move or unpickling), moving state."""
+        """Point at new parameter arrays (after a move, a cast or unpickling).
+
+        The state moves to ``backend`` and takes the parameters' dtype, so a
+        warm fit in another dtype never mixes precisions.
+        """
         self._bind(params, backend)
         for name in self.state_names:
-            setattr(self, name, [backend.asarray(s) for s in getattr(self, name)])
+            setattr(self, name, [backend.asarray(s, p.dtype)
+                                 for s, p in zip(getattr(self, name), self.params)])
 
     @abstractmethod
     def step(self, grads):

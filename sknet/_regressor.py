@@ -33,8 +33,12 @@ class NetworkRegressorMixin(RegressorMixin):
     def _validation_score(self, Y_true, P, sample_weight):
         return r2_score(Y_true, P, sample_weight=sample_weight)
 
+    def _decode_targets(self, Y):
+        return Y.ravel() if Y.shape[1] == 1 else Y
+
     @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, sample_weight=None, validation_data=None):
+    def partial_fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None,
+                    sample_weight_val=None, validation_data=None):
         """Update the model with a single epoch over the given data.
 
         Parameters
@@ -45,18 +49,18 @@ class NetworkRegressorMixin(RegressorMixin):
             The targets.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights.
-        validation_data : tuple (X_val, y_val[, sample_weight_val]), default=None
+        X_val, y_val, sample_weight_val : array-like, default=None
             A validation set scored after the epoch, recorded in ``history_``.
+        validation_data : tuple, default=None
+            Deprecated: ``(X_val, y_val[, sample_weight_val])``.
 
         Returns
         -------
         self : object
             The updated estimator.
         """
-        return self._fit(
-            X, y, sample_weight=sample_weight, incremental=True,
-            validation_data=validation_data,
-        )
+        return self._fit(X, y, sample_weight, True,
+                         (X_val, y_val, sample_weight_val, validation_data))
 
     def predict(self, X):
         """Predict using the multi-layer perceptron.

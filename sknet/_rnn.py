@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
+    CLASS_WEIGHT_DOC,
     FITTED_ATTRIBUTES_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
@@ -89,6 +90,9 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
         "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     }
 
+    _network_parameters = ("cell", "units", "bidirectional", "dense_units", "activation",
+                           "dropout", "layers", "input_shape", "padding_value")
+
     def _check_params(self):
         if self.layers is None:
             positive_ints(self.units, "units", allow_empty=False)
@@ -134,7 +138,12 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
                     f"per sample, but X has {n_features} features"
                 )
             return given
+        if self._takes_token_ids():
+            return (n_features,)
         return (n_features, 1)
+
+    def _takes_token_ids(self):
+        return bool(self.layers) and isinstance(self.layers[0], Embedding)
 
     def _check_sequence_shape(self, sequence_shape):
         if sequence_shape is not None and sequence_shape != self.input_shape_:
@@ -162,23 +171,15 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
         return X
 
     def _check_token_ids(self, X):
-        """Token ids are checked on the host, so a GPU never checks them per batch."""
-        first = self.layers[0] if self.layers else None
-        if isinstance(first, Embedding) and not is_device_array(X):
-            first.check_ids(X)
+        """Token ids are checked once here (on the device for CuPy X), never per batch."""
+        if self._takes_token_ids():
+            self.layers[0].check_ids(X)
 
     def _network_input_shape(self, n_features):
         return self.input_shape_
 
-    def _network_input(self, X):
-        return X.reshape((X.shape[0],) + self.input_shape_)
-
-    def _input_mask(self, X):
-        if self.padding_value is None:
-            return None
-        if X.ndim == 2:  # token ids
-            return X != self.padding_value
-        return ~(X == self.padding_value).all(axis=2)
+    def _padding_value(self):
+        return self.padding_value
 
     # -- the network ----------------------------------------------------------------
     def _build_layers(self):
@@ -276,6 +277,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         nesterovs_momentum=True,
         early_stopping=False,
         validation_fraction=0.1,
+        scoring=None,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
@@ -312,6 +314,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         self.nesterovs_momentum = nesterovs_momentum
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.scoring = scoring
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -358,6 +361,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         **_BaseRNN._parameter_constraints,
         **NetworkRegressorMixin._parameter_constraints,
     }
+    _network_parameters = _BaseRNN._network_parameters + ("loss",)
 
     def __init__(
         self,
@@ -389,6 +393,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         nesterovs_momentum=True,
         early_stopping=False,
         validation_fraction=0.1,
+        scoring=None,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
@@ -425,6 +430,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         self.nesterovs_momentum = nesterovs_momentum
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.scoring = scoring
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -435,9 +441,13 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         self.callbacks = callbacks
 
 
-for _cls in (RNNClassifier, RNNRegressor):
-    fill_doc(
-        _cls,
-        parameters=_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
-        attributes=_RNN_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
-    )
+fill_doc(
+    RNNClassifier,
+    parameters=_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC,
+    attributes=_RNN_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+)
+fill_doc(
+    RNNRegressor,
+    parameters=_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
+    attributes=_RNN_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+)

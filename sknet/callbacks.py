@@ -2,10 +2,21 @@
 
 Give a list to any estimator's ``callbacks`` parameter. ``fit`` works on
 copies (``callbacks_``), so the objects you pass are never modified and clone
-with the estimator. Each hook receives the estimator; ``on_epoch_end`` also
-receives the epoch's row of ``history_`` (``epoch``, ``train_loss``,
-``valid_loss``, ``valid_score``, ``learning_rate``, ``duration``) and may return
-``True`` to stop training.
+with the estimator. Each hook receives a
+:class:`~sknet._training.TrainingState` first: the estimator
+(``state.estimator``), the network, the optimizer, the epoch, the history and
+the weights, through public attributes; attributes it lacks are looked up on
+the estimator, so ``state.classes_`` works. ``on_epoch_end`` also receives
+the epoch's row of ``history_`` (``epoch``, ``train_loss``, ``valid_loss``,
+``valid_score``, ``learning_rate``, ``duration``) and may return ``True`` to
+stop training.
+
+Order: the estimator's built-in behaviour (scikit-learn's convergence rule,
+``early_stopping``) runs first at every hook, then these callbacks in list
+order; so what a callback restores in ``on_train_end`` is what the model
+keeps. A callback that watches a value the fit will not produce (a validation
+score without a validation set, a learning rate with ``solver='lbfgs'``) is
+refused with a ``ValueError`` before the first epoch.
 
 Nothing in a hook forces a device synchronisation except what the hook itself
 reads: the epoch's losses are already host numbers, and ``on_batch_end`` gets
@@ -22,13 +33,17 @@ import joblib
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from sknet._training import BestWeights, TrainingState
+
 __all__ = [
     "Callback",
     "Checkpoint",
     "EarlyStopping",
     "LRScheduler",
+    "PrintLog",
     "ProgressBar",
     "TerminateOnNaN",
+    "TrainingState",
 ]
 
 
@@ -39,30 +54,40 @@ class Callback(BaseEstimator):
     so they clone) and keep run-time state in attributes starting with ``_``,
     which are not pickled.
 
+    A callback that adds keys to the epoch's ``logs`` names them in
+    ``provides``, so that callbacks after it may monitor them.
+
     Examples
     --------
     >>> from sknet.callbacks import Callback
     >>> class PrintLoss(Callback):
-    ...     def on_epoch_end(self, estimator, epoch, logs):
+    ...     def on_epoch_end(self, state, epoch, logs):
     ...         print(f"epoch {epoch}: {logs['train_loss']:.3f}")
     """
 
-    def on_train_begin(self, estimator):
-        """Called once before the first epoch of a call to fit."""
+    #: history keys this callback adds to ``logs`` in ``on_epoch_end``
+    provides = ()
 
-    def on_epoch_begin(self, estimator, epoch):
+    def on_train_begin(self, state):
+        """Called once before the first epoch of a call to fit.
+
+        Check here that what the callback needs exists (raise a ValueError
+        naming it otherwise): see :meth:`TrainingState.check_monitor`.
+        """
+
+    def on_epoch_begin(self, state, epoch):
         """Called before each epoch (numbered from 1 across warm starts)."""
 
-    def on_batch_end(self, estimator, batch, size):
+    def on_batch_end(self, state, batch, size):
         """Called after each mini-batch update with its index and size."""
 
-    def on_epoch_end(self, estimator, epoch, logs):
+    def on_epoch_end(self, state, epoch, logs):
         """Called after each epoch with its history row; return True to stop."""
 
-    def on_train_end(self, estimator):
+    def on_train_end(self, state):
         """Called once when training ends, however it ends."""
 
-    def on_nan(self, estimator, epoch):
+    def on_nan(self, state, epoch):
         """Called when the epoch's loss is not finite; return True if handled.
 
         Unhandled, a non-finite loss stops training with a ValueError.
@@ -90,18 +115,6 @@ def _resolve_mode(mode, monitor):
     return mode
 
 
-def _monitored(logs, monitor):
-    if monitor not in logs:
-        raise ValueError(
-            f"monitor={monitor!r} is not in the history; choose one of {sorted(logs)}"
-        )
-    value = logs[monitor]
-    if value is None:
-        raise ValueError(
-            f"monitor={monitor!r} has no value: give fit validation_data, or set "
-            "early_stopping=True, to have a validation set"
-        )
-    return value
 
 
 class EarlyStopping(Callback):
@@ -140,17 +153,18 @@ class EarlyStopping(Callback):
         self.mode = mode
         self.restore_best_weights = restore_best_weights
 
-    def on_train_begin(self, estimator):
+    def on_train_begin(self, state):
+        state.check_monitor(self.monitor, "EarlyStopping")
         self._mode = _resolve_mode(self.mode, self.monitor)
         self.best_value_, self.best_epoch_, self.stopped_epoch_ = None, None, None
-        self._wait, self._best_weights = 0, None
+        self._wait, self._best = 0, BestWeights()
 
-    def on_epoch_end(self, estimator, epoch, logs):
-        value = _monitored(logs, self.monitor)
+    def on_epoch_end(self, state, epoch, logs):
+        value = logs[self.monitor]
         if _improved(value, self.best_value_, self._mode, self.min_delta):
             self.best_value_, self.best_epoch_, self._wait = value, epoch, 0
             if self.restore_best_weights:
-                self._best_weights = [w.copy() for w in estimator._weights()]
+                self._best.save(state.network, epoch)
             return False
         self._wait += 1
         if self._wait >= self.patience:
@@ -158,11 +172,9 @@ class EarlyStopping(Callback):
             return True
         return False
 
-    def on_train_end(self, estimator):
-        if self._best_weights is not None:
-            for weight, best in zip(estimator._weights(), self._best_weights):
-                weight[...] = best
-        self._best_weights = None  # nothing outlives fit but the model
+    def on_train_end(self, state):
+        self._best.restore(state.network)
+        self._best.clear()  # nothing outlives fit but the model
 
 
 class Checkpoint(Callback):
@@ -192,24 +204,24 @@ class Checkpoint(Callback):
         self.monitor = monitor
         self.mode = mode
 
-    def on_train_begin(self, estimator):
+    def on_train_begin(self, state):
         if self.monitor is not None:
+            state.check_monitor(self.monitor, "Checkpoint")
             self._mode = _resolve_mode(self.mode, self.monitor)
         self._best = None
         self.saved_epochs_ = []
 
-    def on_epoch_end(self, estimator, epoch, logs):
+    def on_epoch_end(self, state, epoch, logs):
         if self.monitor is not None:
-            value = _monitored(logs, self.monitor)
+            value = logs[self.monitor]
             if not _improved(value, self._best, self._mode, 0.0):
                 return False
             self._best = value
-        self._save(estimator)
+        self._save(state.estimator)
         self.saved_epochs_.append(epoch)
         return False
 
     def _save(self, estimator):
-        estimator._export_fitted()  # e.g. coefs_ of the weights being saved
         path = os.fspath(self.path)
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(prefix=".sknet-checkpoint-", dir=directory)
@@ -258,36 +270,38 @@ class LRScheduler(Callback):
         self.patience = patience
         self.min_lr = min_lr
 
-    def on_train_begin(self, estimator):
+    def on_train_begin(self, state):
         if self.policy not in ("step", "cosine", "plateau"):
             raise ValueError(
                 f"policy must be 'step', 'cosine' or 'plateau', got {self.policy!r}"
             )
-        self._initial = estimator._optimizer.base_learning_rate
+        state.require_optimizer("LRScheduler")
+        if self.policy == "plateau":
+            state.check_monitor(self.monitor, "LRScheduler(policy='plateau')")
+        self._initial = state.learning_rate
         self._epochs, self._best, self._wait = 0, None, 0
         self._mode = _resolve_mode("auto", self.monitor)
 
-    def on_epoch_end(self, estimator, epoch, logs):
-        optimizer = estimator._optimizer
+    def on_epoch_end(self, state, epoch, logs):
         self._epochs += 1
-        lr = optimizer.base_learning_rate
+        lr = state.learning_rate
         if self.policy == "step":
             lr = self._initial * self.gamma ** (self._epochs // self.step_size)
         elif self.policy == "cosine":
-            T_max = self.T_max or estimator.max_iter
+            T_max = self.T_max or state.estimator.max_iter
             progress = min(self._epochs, T_max) / T_max
             lr = self.min_lr + (self._initial - self.min_lr) * 0.5 * (
                 1 + math.cos(math.pi * progress)
             )
         else:
-            value = _monitored(logs, self.monitor)
+            value = logs[self.monitor]
             if _improved(value, self._best, self._mode, 0.0):
                 self._best, self._wait = value, 0
             else:
                 self._wait += 1
                 if self._wait >= self.patience:
                     lr, self._wait = lr * self.gamma, 0
-        optimizer.base_learning_rate = max(lr, self.min_lr)
+        state.learning_rate = max(lr, self.min_lr)
         return False
 
 
@@ -299,14 +313,18 @@ class TerminateOnNaN(Callback):
     and the model keeps the weights of the last epoch whose loss was finite.
     """
 
-    def on_epoch_begin(self, estimator, epoch):
-        self._weights = [w.copy() for w in estimator._weights()]
-        self._optimizer_state = estimator._optimizer.snapshot()
+    def on_train_begin(self, state):
+        self._weights, self._optimizer_state = BestWeights(), None
 
-    def on_nan(self, estimator, epoch):
-        for weight, saved in zip(estimator._weights(), self._weights):
-            weight[...] = saved
-        estimator._optimizer.restore(self._optimizer_state)
+    def on_epoch_begin(self, state, epoch):
+        self._weights.save(state.network, epoch - 1)
+        if state.optimizer is not None:
+            self._optimizer_state = state.optimizer.snapshot()
+
+    def on_nan(self, state, epoch):
+        self._weights.restore(state.network)
+        if self._optimizer_state is not None:
+            state.optimizer.restore(self._optimizer_state)
         warnings.warn(
             f"The loss became non-finite at epoch {epoch}; training stopped and the "
             f"weights of epoch {epoch - 1} are kept.",
@@ -314,33 +332,37 @@ class TerminateOnNaN(Callback):
         )
         return True
 
-    def on_train_end(self, estimator):
+    def on_train_end(self, state):
         self._weights = self._optimizer_state = None
 
 
 class ProgressBar(Callback):
-    """A progress bar over the batches of each epoch (tqdm, when installed).
+    """A progress bar over the batches of each epoch, on stderr.
 
-    Without tqdm, prints one line per epoch instead. Output goes to stderr.
+    Draws a tqdm bar when tqdm is installed (``sknet[progress]``) and stderr
+    is a terminal; otherwise (a log file, a notebook's captured output, no
+    tqdm) prints one line per epoch instead.
     """
 
-    def on_train_begin(self, estimator):
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            tqdm = None
+    def on_train_begin(self, state):
+        tqdm = None
+        if _is_terminal(sys.stderr):
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
         self._tqdm, self._bar = tqdm, None
 
-    def on_epoch_begin(self, estimator, epoch):
+    def on_epoch_begin(self, state, epoch):
         if self._tqdm is not None:
-            self._bar = self._tqdm(total=estimator._n_train_rows, desc=f"epoch {epoch}",
+            self._bar = self._tqdm(total=state.n_train_rows, desc=f"epoch {epoch}",
                                    unit="rows", leave=False, file=sys.stderr)
 
-    def on_batch_end(self, estimator, batch, size):
+    def on_batch_end(self, state, batch, size):
         if self._bar is not None:
             self._bar.update(size)
 
-    def on_epoch_end(self, estimator, epoch, logs):
+    def on_epoch_end(self, state, epoch, logs):
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -348,7 +370,51 @@ class ProgressBar(Callback):
             print(f"epoch {epoch}: train_loss {logs['train_loss']:.5f}", file=sys.stderr)
         return False
 
-    def on_train_end(self, estimator):
+    def on_train_end(self, state):
         if self._bar is not None:
             self._bar.close()
         self._bar = None
+
+
+def _is_terminal(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class PrintLog(Callback):
+    """Print a table with one row per epoch (stdout).
+
+    Columns: epoch, train loss, validation loss and score (``-`` without a
+    validation set), learning rate, seconds. ``verbose=True`` prints
+    scikit-learn's own lines instead; both can be on.
+    """
+
+    HEADER = (
+        f"{'epoch':>5}  {'train_loss':>10}  {'valid_loss':>10}  {'valid_score':>11}  "
+        f"{'lr':>9}  {'seconds':>7}"
+    )
+
+    def on_train_begin(self, state):
+        print(self.HEADER)
+
+    def on_epoch_end(self, state, epoch, logs):
+        print(self.format_row(logs))
+        return False
+
+    @staticmethod
+    def format_row(logs):
+        """One line of the table for a history row."""
+
+        def cell(value, width, spec):
+            return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
+
+        return "  ".join([
+            cell(logs["epoch"], 5, "d"),
+            cell(logs["train_loss"], 10, ".5f"),
+            cell(logs["valid_loss"], 10, ".5f"),
+            cell(logs["valid_score"], 11, ".5f"),
+            cell(logs["learning_rate"], 9, ".3g"),
+            cell(logs["duration"], 7, ".3f"),
+        ])

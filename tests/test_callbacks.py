@@ -1,4 +1,4 @@
-"""Tests for sknet/callbacks.py, history_, validation_data, verbose=2 and class_weight."""
+"""Tests for sknet/callbacks.py, history_, X_val/y_val, PrintLog/ProgressBar and class_weight."""
 
 import os
 import re
@@ -16,6 +16,7 @@ from sknet.callbacks import (
     Checkpoint,
     EarlyStopping,
     LRScheduler,
+    PrintLog,
     ProgressBar,
     TerminateOnNaN,
 )
@@ -35,20 +36,20 @@ class Recorder(Callback):
     def __init__(self, stop_at=None):
         self.stop_at = stop_at
 
-    def on_train_begin(self, estimator):
+    def on_train_begin(self, state):
         self.calls_ = ["train_begin"]
 
-    def on_epoch_begin(self, estimator, epoch):
+    def on_epoch_begin(self, state, epoch):
         self.calls_.append(("epoch_begin", epoch))
 
-    def on_batch_end(self, estimator, batch, size):
+    def on_batch_end(self, state, batch, size):
         self.calls_.append(("batch", batch, size))
 
-    def on_epoch_end(self, estimator, epoch, logs):
+    def on_epoch_end(self, state, epoch, logs):
         self.calls_.append(("epoch_end", epoch, dict(logs)))
         return self.stop_at is not None and epoch >= self.stop_at
 
-    def on_train_end(self, estimator):
+    def on_train_end(self, state):
         self.calls_.append("train_end")
 
 
@@ -93,7 +94,7 @@ def test_non_callbacks_are_refused(split):
 def test_history_rows(split):
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(max_iter=3, random_state=0, device="cpu")
-    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert [row["epoch"] for row in clf.history_] == [1, 2, 3]
     assert set(clf.history_[0]) == {"epoch", "train_loss", "valid_loss", "valid_score",
                                     "learning_rate", "duration"}
@@ -120,7 +121,7 @@ def test_history_without_validation_and_across_warm_starts(split):
 def test_lbfgs_history_and_callbacks(split):
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(solver="lbfgs", max_iter=30, callbacks=[Recorder(stop_at=4)],
-                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert len(clf.history_) == 4 and clf.history_[-1]["valid_score"] > 0.5
     assert clf.n_iter_ == 4
 
@@ -132,7 +133,7 @@ def test_early_stopping_uses_the_given_validation_set(split):
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(max_iter=200, early_stopping=True, n_iter_no_change=3, random_state=0,
                         device="cpu")
-    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert clf.t_ == clf.n_iter_ * len(X_train)  # no rows held out of training
     assert clf.best_validation_score_ == max(clf.validation_scores_)
     assert clf.score(X_val, y_val) == pytest.approx(clf.best_validation_score_)
@@ -142,21 +143,36 @@ def test_early_stopping_uses_the_given_validation_set(split):
 def test_validation_data_with_sample_weight_and_regression(split):
     X_train, X_val, y_train, y_val = split
     reg = MLPRegressor(max_iter=3, random_state=0, device="cpu")
-    reg.fit(X_train, y_train.astype(float), validation_data=(X_val, y_val.astype(float),
-                                                             np.ones(len(y_val))))
+    reg.fit(X_train, y_train.astype(float), X_val=X_val, y_val=y_val.astype(float),
+            sample_weight_val=np.ones(len(y_val)))
     assert reg.history_[-1]["valid_score"] == pytest.approx(reg.score(X_val, y_val))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"X_val": np.ones((3, 64))}, "X_val and y_val must be given together"),
+    ({"y_val": [0, 1, 2]}, "X_val and y_val must be given together"),
+    ({"sample_weight_val": np.ones(3)}, "without X_val and y_val"),
+    ({"X_val": np.ones((3, 5)), "y_val": [0, 1, 2]}, "X has 5 features"),
+    ({"X_val": np.ones((3, 64)), "y_val": [0, 1, 42]}, "classes not in"),
+])
+def test_bad_validation_data(bad, message, split):
+    X_train, _, y_train, _ = split
+    with pytest.raises(ValueError, match=message):
+        MLPClassifier(max_iter=2, device="cpu").fit(X_train, y_train, **bad)
 
 
 @pytest.mark.parametrize("bad, message", [
     ("nope", "validation_data must be a tuple"),
     ((np.ones((3, 64)),), "validation_data must be a tuple"),
-    ((np.ones((3, 5)), [0, 1, 2]), "X has 5 features"),
-    ((np.ones((3, 64)), [0, 1, 42]), "classes not in"),
 ])
-def test_bad_validation_data(bad, message, split):
-    X_train, _, y_train, _ = split
-    with pytest.raises(ValueError, match=message):
-        MLPClassifier(max_iter=2, device="cpu").fit(X_train, y_train, validation_data=bad)
+def test_deprecated_validation_data(bad, message, split):
+    X_train, X_val, y_train, y_val = split
+    clf = MLPClassifier(max_iter=2, device="cpu")
+    with pytest.warns(FutureWarning, match="transform_input"):
+        clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    assert clf.history_[-1]["valid_score"] == pytest.approx(clf.score(X_val, y_val))
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=message):
+        clf.fit(X_train, y_train, validation_data=bad)
 
 
 def test_validation_data_in_partial_fit_and_pipelines(split):
@@ -165,10 +181,10 @@ def test_validation_data_in_partial_fit_and_pipelines(split):
 
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(device="cpu").partial_fit(X_train, y_train, classes=np.arange(10),
-                                                  validation_data=(X_val, y_val))
+                                                  X_val=X_val, y_val=y_val)
     assert clf.history_[0]["valid_score"] is not None
     pipe = make_pipeline(MinMaxScaler(), MLPClassifier(max_iter=2, device="cpu"))
-    pipe.fit(X_train, y_train, mlpclassifier__validation_data=(X_val, y_val))
+    pipe.fit(X_train, y_train, mlpclassifier__X_val=X_val, mlpclassifier__y_val=y_val)
     assert pipe[-1].history_[-1]["valid_loss"] is not None
 
 
@@ -180,7 +196,7 @@ def test_early_stopping_callback_restores_the_best_weights(split):
     stopper = EarlyStopping(monitor="valid_loss", patience=3)
     clf = MLPClassifier(max_iter=300, learning_rate_init=0.02, callbacks=[stopper],
                         random_state=0, device="cpu")
-    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     used = clf.callbacks_[0]
     losses = [row["valid_loss"] for row in clf.history_]
     assert used.stopped_epoch_ == len(losses) < 300
@@ -188,15 +204,15 @@ def test_early_stopping_callback_restores_the_best_weights(split):
     proba = np.clip(clf.predict_proba(X_val), 1e-12, 1)
     restored_loss = -np.log(proba[np.arange(len(y_val)), y_val]).mean()
     assert restored_loss == pytest.approx(min(losses), rel=1e-4)
-    assert not hasattr(used, "_best_weights") or used._best_weights is None
+    assert used._best.epoch is None  # the copy is dropped: nothing outlives fit
 
 
 def test_early_stopping_on_a_score_and_on_a_missing_key(split):
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(max_iter=100, callbacks=[EarlyStopping("valid_score", patience=2)],
-                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert clf.callbacks_[0].best_value_ == max(r["valid_score"] for r in clf.history_)
-    with pytest.raises(ValueError, match="give fit validation_data"):
+    with pytest.raises(ValueError, match="pass X_val and y_val to fit"):
         MLPClassifier(max_iter=2, callbacks=[EarlyStopping()], device="cpu").fit(
             X_train, y_train)
     with pytest.raises(ValueError, match="not in the history"):
@@ -208,7 +224,7 @@ def test_checkpoint_writes_the_best_model_atomically(split, tmp_path, monkeypatc
     X_train, X_val, y_train, y_val = split
     path = tmp_path / "best.joblib"
     clf = MLPClassifier(max_iter=6, random_state=0, callbacks=[Checkpoint(path)],
-                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
     saved = clf.callbacks_[0].saved_epochs_
     losses = [row["valid_loss"] for row in clf.history_]
     assert saved[-1] == int(np.argmin(losses)) + 1
@@ -259,7 +275,9 @@ def test_lr_scheduler_reduces_on_plateau(split):
     X_train, _, y_train, _ = split
 
     class Flat(Callback):  # makes the monitored value stall
-        def on_epoch_end(self, estimator, epoch, logs):
+        provides = ("stalled",)
+
+        def on_epoch_end(self, state, epoch, logs):
             logs["stalled"] = 1.0
 
     clf = MLPClassifier(max_iter=5, learning_rate_init=0.01, device="cpu",
@@ -282,10 +300,10 @@ def test_terminate_on_nan_keeps_the_last_finite_model(split):
     assert np.isfinite(clf.predict_proba(X_train)).all()
 
 
-def test_progress_bar_and_verbose_table(split, capsys):
+def test_print_log_table_and_progress_bar_off_a_terminal(split, capsys):
     X_train, X_val, y_train, y_val = split
-    clf = MLPClassifier(max_iter=2, verbose=2, device="cpu")
-    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    clf = MLPClassifier(max_iter=2, callbacks=[PrintLog(), ProgressBar()], device="cpu")
+    clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     out, err = capsys.readouterr()
     lines = out.strip().splitlines()
     assert lines[0].split() == ["epoch", "train_loss", "valid_loss", "valid_score", "lr",
@@ -293,8 +311,25 @@ def test_progress_bar_and_verbose_table(split, capsys):
     assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{3}$",
                     lines[1])
     assert len(lines) == 3 and "Iteration" not in out
-    assert "epoch 1" in err  # tqdm's bar, on stderr
-    ProgressBar()  # importable and constructible without arguments
+    # stderr is not a terminal here: one line per epoch, no bar drawn with \r
+    assert err.splitlines() == [f"epoch {i}: train_loss {r['train_loss']:.5f}"
+                                for i, r in enumerate(clf.history_, 1)]
+
+
+def test_progress_bar_draws_tqdm_on_a_terminal(split, monkeypatch):
+    pytest.importorskip("tqdm")
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    X_train, _, y_train, _ = split
+    stream = Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    MLPClassifier(max_iter=1, callbacks=[ProgressBar()], device="cpu").fit(X_train, y_train)
+    assert "epoch 1" in stream.getvalue() and "rows" in stream.getvalue()  # tqdm's bar
 
 
 def test_nothing_printed_at_verbose_0(split, capsys):
@@ -309,7 +344,7 @@ def test_callbacks_on_the_convnet(split):
     clf = ConvNetClassifier(conv_filters=(4,), dense_units=(16,), learning_rate_init=0.02,
                             max_iter=200, device="cpu", random_state=0,
                             callbacks=[EarlyStopping(patience=2)])
-    clf.fit(X_train, y_train, validation_data=(X_val, y_val))
+    clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert clf.callbacks_[0].stopped_epoch_ == len(clf.history_) < 200
 
 
@@ -318,10 +353,11 @@ def test_pickled_model_leaves_callback_state_behind(split):
 
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(max_iter=3, callbacks=[EarlyStopping(), TerminateOnNaN()],
-                        device="cpu").fit(X_train, y_train, validation_data=(X_val, y_val))
+                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
     restored = pickle.loads(pickle.dumps(clf))
     assert restored.callbacks_[0].best_epoch_ == clf.callbacks_[0].best_epoch_
     assert not hasattr(restored.callbacks_[1], "_weights")
+    assert not hasattr(restored.callbacks_[0], "_best")
 
 
 # -- class_weight -----------------------------------------------------------------------
@@ -367,30 +403,24 @@ def test_balanced_class_weight_is_refused_by_partial_fit(split):
                       max_iter=1, device="cpu").fit(X_train, y_train)
 
 
-def test_validation_data_through_metadata_routing(split):
+def test_validation_set_through_metadata_routing(split):
     import sklearn
     from sklearn.model_selection import cross_validate
 
     X_train, X_val, y_train, y_val = split
     with sklearn.config_context(enable_metadata_routing=True):
         clf = MLPClassifier(max_iter=2, device="cpu").set_fit_request(
-            validation_data=True, sample_weight=False)
+            X_val=True, y_val=True, sample_weight=False)
         result = cross_validate(clf, X_train, y_train, cv=2, return_estimator=True,
-                                params={"validation_data": (X_val, y_val)})
+                                params={"X_val": X_val, "y_val": y_val})
     for fitted in result["estimator"]:
         assert fitted.history_[-1]["valid_score"] == pytest.approx(fitted.score(X_val, y_val))
 
 
-def test_verbose_2_without_tqdm_prints_the_table_alone(split, capsys, monkeypatch):
-    import importlib.util
-
-    import sknet._base
-
+def test_verbose_2_prints_scikit_learn_lines_and_adds_no_callback(split, capsys):
     X_train, _, y_train, _ = split
-    real = importlib.util.find_spec
-    monkeypatch.setattr(sknet._base.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tqdm" else real(name, *a))
     clf = MLPClassifier(max_iter=2, verbose=2, device="cpu").fit(X_train, y_train)
     out, err = capsys.readouterr()
-    assert len(out.strip().splitlines()) == 3 and err == ""
-    assert not any(isinstance(cb, ProgressBar) for cb in clf.callbacks_)
+    assert [line.split(",")[0] for line in out.strip().splitlines()] == [
+        "Iteration 1", "Iteration 2"]
+    assert err == "" and clf.callbacks_ == []

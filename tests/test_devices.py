@@ -129,7 +129,7 @@ def test_gpu_model_pickles_to_numpy_and_predicts_on_cpu(digits):
     clf = MLPClassifier(max_iter=5, random_state=0, device="cuda").fit(X, y)
     assert all(type(c) is np.ndarray for c in clf.coefs_)
     restored = pickle.loads(pickle.dumps(clf))
-    restored._move_to(get_backend("cpu"))
+    restored.network_.to_backend(get_backend("cpu"))
     assert_allclose(restored.predict_proba(X), clf.predict_proba(X), atol=1e-5)
 
 

@@ -76,7 +76,8 @@ def test_pickle_holds_only_numpy_and_plain_python(fitted):
     assert not any("cupy" in module for module, _ in names)
     state = fitted.__getstate__()
     assert "_backend" not in state and state["_sknet_version"] == sknet.__version__
-    for layer in state["layers_"]:
+    assert "layers_" not in state  # a view of network_.layers, not stored twice
+    for layer in state["network_"].layers:
         layer_state = layer.__getstate__()
         assert "backend_" not in layer_state and "_buffers" not in layer_state
         assert all(type(v) is np.ndarray for v in layer_state["params"].values())
@@ -117,11 +118,14 @@ def test_cuda_model_loads_and_predicts_without_cupy(fitted, digits, monkeypatch)
     monkeypatch.setitem(sys.modules, "cupy", None)  # "CuPy is not installed"
     backend_module.cuda_device_count.cache_clear()
     try:
-        loaded = pickle.loads(payload)
+        # the network is placed once, when loading: predictions never move it
         with pytest.warns(UserWarning, match="fitted on 'cuda:0'.*runs on the CPU") as record:
-            proba = loaded.predict_proba(X)
+            loaded = pickle.loads(payload)
         assert len(record) == 1
         assert loaded.device_ == "cpu"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            proba = loaded.predict_proba(X)
         np.testing.assert_allclose(proba, expected)
         with warnings.catch_warnings():  # one warning, not one per call
             warnings.simplefilter("error")

@@ -25,7 +25,7 @@ def test_learning_curves_with_and_without_validation(digits, tmp_path):
     X, y = digits
     X_train, X_val, y_train, y_val = train_test_split(X, y, random_state=0)
     clf = MLPClassifier(max_iter=4, device="cpu").fit(X_train, y_train,
-                                                      validation_data=(X_val, y_val))
+                                                      X_val=X_val, y_val=y_val)
     ax = plot_learning_curves(clf)
     assert [line.get_label() for line in ax.get_lines()] == ["train loss", "validation loss"]
     assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 3, 4]

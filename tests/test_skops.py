@@ -65,9 +65,9 @@ def test_a_cuda_model_round_trips_on_the_cpu(digits, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     backend_module.cuda_device_count.cache_clear()
     try:
-        loaded = sio.loads(data, trusted=sknet.TRUSTED_TYPES)
         with pytest.warns(UserWarning, match="runs on the CPU"):
-            proba = loaded.predict_proba(X)
+            loaded = sio.loads(data, trusted=sknet.TRUSTED_TYPES)
+        proba = loaded.predict_proba(X)
     finally:
         backend_module.cuda_device_count.cache_clear()
     np.testing.assert_allclose(proba, model.predict_proba(X))

@@ -17,10 +17,11 @@ class Layer(BaseEstimator):
 
     ``build(input_shape, *, backend, dtype, rng) -> output_shape``
         Call ``super().build(...)`` first; then create ``self.params`` (a dict
-        of backend arrays) and ``self.grads`` (same keys, same shapes). Shapes
-        exclude the batch axis. Draw random initial values from ``rng`` (a
-        NumPy ``RandomState``, on the host) so that every backend starts from
-        the same weights.
+        of backend arrays) and ``self.grads`` (same keys, same shapes), and
+        return the shape of one output sample. Shapes exclude the batch axis.
+        Draw random initial values from ``rng`` (a NumPy ``RandomState``, on
+        the host) so that every backend starts from the same weights. The
+        network records the returned shape as ``output_shape_``.
     ``forward(X, *, training) -> Y``
         Cache what :meth:`backward` needs only when ``training`` is true.
     ``backward(dY) -> dX``
@@ -28,13 +29,20 @@ class Layer(BaseEstimator):
         May return ``None`` when ``self.skip_input_grad`` is true (the first
         layer of a network: nobody needs the gradient of the data).
 
+    Everything else the network uses has a default here: ``values_per_sample``
+    (prediction chunk sizing, from ``output_shape_``), ``release``,
+    ``to_backend``, ``astype`` and ``reseed``. A layer that keeps more arrays
+    than ``params``/``grads``/``state``, or draws random numbers while
+    training, overrides the matching method.
+
     Attributes
     ----------
     params : dict of str to array
         Trainable parameters, created by :meth:`build`.
     grads : dict of str to array
         Gradients of the loss with respect to ``params``, written by
-        :meth:`backward` in place.
+        :meth:`backward` in place. During an estimator's training they are
+        views of one flat array; they are dropped when training ends.
     state : dict of str to array
         Arrays a layer updates itself that are not trained (running statistics
         of :class:`BatchNorm`); moved, copied and pickled like ``params``.
@@ -80,6 +88,7 @@ class Layer(BaseEstimator):
         self.params = {}
         self.grads = {}
         self.state = {}
+        self.output_shape_ = self.input_shape_
         self._buffers = {}
         self._cache = {}
         return self.input_shape_
@@ -133,9 +142,32 @@ class Layer(BaseEstimator):
         return buf
 
     def release(self):
-        """Drop training caches and buffers; keep parameters (end of ``fit``)."""
+        """Drop training caches, buffers and gradients; keep parameters (end of ``fit``)."""
         self._buffers = {}
         self._cache = {}
+        self.grads = {}
+
+    def astype(self, dtype):
+        """Cast parameters, gradients and state to the floating ``dtype``."""
+        dtype = np.dtype(dtype)
+        for name in ("params", "grads", "state"):
+            arrays = getattr(self, name, {})
+            setattr(self, name, {
+                k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in arrays.items()
+            })
+        self.dtype_ = dtype
+        self._buffers = {}
+        self._cache = {}
+        return self
+
+    def reseed(self, offset):
+        """Start a fresh random stream for training (layers that draw numbers).
+
+        Called at the start of every call to ``fit``/``partial_fit`` with the
+        number of samples trained on so far, so consecutive calls draw
+        different numbers while a fresh fit with the same ``random_state``
+        repeats itself. The default does nothing.
+        """
 
     def to_backend(self, backend):
         """Move the parameters (and gradients) of a built layer to ``backend``."""

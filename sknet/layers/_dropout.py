@@ -2,6 +2,8 @@
 
 from numbers import Real
 
+import numpy as np
+
 from sknet.layers._base import Layer
 
 
@@ -30,6 +32,7 @@ class Dropout(Layer):
         if not isinstance(self.rate, Real) or not 0 <= self.rate < 1:
             raise ValueError(f"rate must be a float in [0, 1), got {self.rate!r}")
         self._seed = int(rng.randint(0, 2**31 - 1))
+        self._offset = 0
         self._generator = None
         self.output_shape_ = self.input_shape_
         return self.output_shape_
@@ -39,7 +42,8 @@ class Dropout(Layer):
             return X
         xp = self.xp
         if self._generator is None:
-            self._generator = self.backend_.random_generator(self._seed)
+            seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
+            self._generator = self.backend_.random_generator(int(seed))
         u = self._generator.random(X.shape, dtype=self.dtype_)
         mask = self._buffer("mask", X.shape)
         xp.greater_equal(u, self.rate, out=mask)
@@ -54,6 +58,10 @@ class Dropout(Layer):
             return dY
         dY *= self._cache["mask"]
         return dY
+
+    def reseed(self, offset):
+        self._offset = int(offset)
+        self._generator = None
 
     def to_backend(self, backend):
         self._generator = None

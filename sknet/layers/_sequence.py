@@ -5,6 +5,7 @@ from numbers import Integral
 
 import numpy as np
 
+from sknet.backend import get_array_module
 from sknet.layers._base import Layer
 
 
@@ -51,8 +52,9 @@ class Embedding(Layer):
 
     def check_ids(self, X):
         """Raise a ValueError unless ``X`` holds whole ids in ``[0, input_dim)``."""
+        xp = get_array_module(X)
         if X.size and (
-            bool((X != np.floor(X)).any()) or X.min() < 0 or X.max() >= self.input_dim
+            bool((X != xp.floor(X)).any()) or X.min() < 0 or X.max() >= self.input_dim
         ):
             raise ValueError(
                 f"Embedding takes whole token ids in [0, {self.input_dim}); got values "

@@ -1,0 +1,119 @@
+"""scikit-learn's MLP rules between epochs, as a built-in callback.
+
+:class:`ScikitLearnConvergence` is what makes sknet's stochastic solvers end
+an epoch exactly as ``sklearn.neural_network.MLPClassifier`` does: it updates
+``n_iter_``, ``t_``, ``loss_``, ``loss_curve_``, ``best_loss_``,
+``validation_scores_`` and ``best_validation_score_``, prints scikit-learn's
+own lines when ``verbose`` is set (``Iteration 1, loss = 0.69314718``,
+``Validation score: 0.912000``, the convergence messages), counts epochs
+without ``tol`` improvement, and with ``early_stopping=True`` keeps the best
+weights and puts them back at the end (or when the loss becomes non-finite,
+with a ``ConvergenceWarning``, as scikit-learn 1.6+ ends such a fit).
+
+The trainer calls it first, before the user's callbacks, through the same
+hooks they have (:class:`sknet.callbacks.Callback`); so a user's
+``EarlyStopping`` restores its own best weights after this one, and wins.
+"""
+
+import warnings
+
+from sklearn.exceptions import ConvergenceWarning
+
+from sknet._training import BestWeights
+from sknet.callbacks import Callback
+
+
+class ScikitLearnConvergence(Callback):
+    """scikit-learn's end-of-epoch bookkeeping and stopping rule.
+
+    Parameters
+    ----------
+    incremental : bool, default=False
+        ``partial_fit``: one epoch, no ``max_iter`` warning.
+    """
+
+    def __init__(self, incremental=False):
+        self.incremental = incremental
+
+    def on_train_begin(self, state):
+        est = state.estimator
+        est.n_iter_ = 0
+        self._converged = self._restored = False
+        self._best = None
+        if est.early_stopping:
+            self._best = BestWeights()
+            self._best.save(state.network, None)  # scikit-learn starts from the initial weights
+
+    def on_epoch_end(self, state, epoch, logs):
+        est, optimizer = state.estimator, state.optimizer
+        loss = logs["train_loss"]
+        est.n_iter_ += 1
+        est.loss_ = loss
+        est.t_ += state.n_train_rows
+        est.loss_curve_.append(loss)
+        if est.verbose:
+            print("Iteration %d, loss = %.8f" % (est.n_iter_, loss))
+        self._count_no_improvement(state, logs)
+        optimizer.iteration_ends(est.t_)
+        if est._no_improvement_count > est.n_iter_no_change:
+            what = "Validation score" if est.early_stopping else "Training loss"
+            msg = "%s did not improve more than tol=%f for %d consecutive epochs." % (
+                what, est.tol, est.n_iter_no_change)
+            if optimizer.trigger_stopping(msg, est.verbose):
+                self._converged = True
+                return True
+            est._no_improvement_count = 0
+        return False
+
+    def _count_no_improvement(self, state, logs):
+        est = state.estimator
+        if est.early_stopping:
+            score = logs["valid_score"]
+            est.validation_scores_.append(score)
+            if est.verbose:
+                print("Validation score: %f" % score)
+            if score < est.best_validation_score_ + est.tol:
+                est._no_improvement_count += 1
+            else:
+                est._no_improvement_count = 0
+            if score > est.best_validation_score_:
+                est.best_validation_score_ = score
+                self._best.save(state.network, logs["epoch"])
+        else:
+            loss = est.loss_curve_[-1]
+            if loss > est.best_loss_ - est.tol:
+                est._no_improvement_count += 1
+            else:
+                est._no_improvement_count = 0
+            if loss < est.best_loss_:
+                est.best_loss_ = loss
+
+    def on_nan(self, state, epoch):
+        if self._best is None:
+            return False
+        self._best.restore(state.network)
+        self._restored = True
+        best = self._best.epoch
+        warnings.warn(
+            f"The loss became non-finite at epoch {epoch}; training stopped and the "
+            + ("initial weights are kept (no epoch improved the validation score)."
+               if best is None else f"weights of the best validation epoch ({best}) "
+               "are kept.")
+            + " Lower learning_rate_init or scale the input features.",
+            ConvergenceWarning,
+        )
+        return True
+
+    def on_train_end(self, state):
+        est = state.estimator
+        if self._best is not None:
+            if not self._restored:
+                self._best.restore(state.network)
+            self._best.clear()
+        if (not self.incremental and not self._converged and not self._restored
+                and est.n_iter_ == est.max_iter):
+            warnings.warn(
+                "Stochastic Optimizer: Maximum iterations (%d) reached and the "
+                "optimization hasn't converged yet." % est.max_iter,
+                ConvergenceWarning,
+            )

@@ -1,0 +1,207 @@
+"""Network: the built layer stack of a fitted estimator.
+
+A :class:`Network` owns the layers an estimator built (``layers_``), the
+backend they live on and the per-sample input shape the first layer takes. It
+runs them: ``forward``/``backward`` over a batch, ``predict`` over any number
+of rows in chunks sized from the layers, and moves or casts all its arrays at
+once (``to_backend``, ``astype``). It knows nothing about losses, optimizers
+or scikit-learn; the trainer (:mod:`sknet._training`) and the estimators
+(:mod:`sknet._base`) use it.
+
+What the network needs from a layer is the :class:`~sknet.layers.Layer`
+contract: ``build`` returns the per-sample output shape (the network records
+it as ``output_shape_``), ``forward``/``backward``, ``params``/``grads``/
+``state`` dicts, and, with defaults in ``Layer``, ``values_per_sample`` (for
+prediction chunks), ``release``, ``to_backend`` and ``reseed``.
+"""
+
+import numpy as np
+
+from sknet.backend import get_array_module, get_backend, is_device_array
+
+# Rows per chunk when predicting: large enough for efficient matrix products,
+# small enough that the largest intermediate array of a chunk stays about
+# _PREDICT_CHUNK_BYTES (a few MB: cache-sized work for convolutions).
+_PREDICT_CHUNK = 8192
+_PREDICT_CHUNK_BYTES = 4 << 20
+
+
+class Network:
+    """A built stack of layers on one backend.
+
+    Parameters
+    ----------
+    layers : list of Layer
+        Built layers, first to last.
+    input_shape : tuple of int
+        Shape of one sample as the first layer takes it; flat rows are
+        reshaped to it.
+    backend : Backend
+        Where the layers' arrays live.
+    padding_value : float or None, default=None
+        Sequence steps whose features all equal this value are masked for
+        layers that support masks (``supports_mask``).
+
+    Attributes
+    ----------
+    layers : list of Layer
+    input_shape : tuple of int
+    output_shape : tuple of int
+    backend : Backend
+    dtype : numpy.dtype
+    """
+
+    def __init__(self, layers, input_shape, backend, *, padding_value=None):
+        self.layers = list(layers)
+        self.input_shape = tuple(input_shape)
+        self.output_shape = self.layers[-1].output_shape_
+        self.backend = backend
+        self.padding_value = padding_value
+
+    @classmethod
+    def build(cls, layers, input_shape, *, backend, dtype, rng, head=None,
+              padding_value=None):
+        """Build ``layers`` (copies are the caller's business) into a network.
+
+        ``head(shape)`` returns layers appended after ``layers`` given their
+        output shape (the estimators' output layer).
+        """
+        layers, shape = list(layers), tuple(input_shape)
+        for layer in layers:
+            shape = _build_layer(layer, shape, backend, dtype, rng)
+        for layer in head(shape) if head is not None else ():
+            shape = _build_layer(layer, shape, backend, dtype, rng)
+            layers.append(layer)
+        layers[0].skip_input_grad = True
+        return cls(layers, input_shape, backend, padding_value=padding_value)
+
+    @property
+    def dtype(self):
+        return self.layers[0].dtype_
+
+    # -- running ------------------------------------------------------------
+    def forward(self, X, *, training):
+        """Outputs for a batch ``X`` (rows, or samples of ``input_shape``)."""
+        if self.backend.is_sparse(X):
+            if not (self.layers[0].accepts_sparse and len(self.input_shape) == 1):
+                X = X.toarray()
+        if not self.backend.is_sparse(X) and X.shape[1:] != self.input_shape:
+            X = X.reshape((X.shape[0],) + self.input_shape)
+        mask = self.input_mask(X)
+        for layer in self.layers:
+            if mask is not None and getattr(layer, "supports_mask", False):
+                X = layer.forward(X, training=training, mask=mask)
+            else:
+                X = layer.forward(X, training=training)
+        return X
+
+    def backward(self, dY):
+        """Back-propagate ``dY`` (the gradient of the outputs); layers write ``grads``."""
+        for layer in reversed(self.layers):
+            dY = layer.backward(dY)
+
+    def input_mask(self, X):
+        """Which steps of a batch of sequences are real; ``None`` without padding."""
+        if self.padding_value is None:
+            return None
+        if X.ndim == 2:  # token ids
+            return X != self.padding_value
+        return ~(X == self.padding_value).all(axis=2)
+
+    def predict_chunk_rows(self):
+        """Rows per prediction chunk (see ``_PREDICT_CHUNK_BYTES``)."""
+        per_row = max(layer.values_per_sample() for layer in self.layers)
+        per_row *= np.dtype(self.dtype).itemsize
+        return int(min(_PREDICT_CHUNK, max(64, _PREDICT_CHUNK_BYTES // per_row)))
+
+    def predict(self, X, output=None):
+        """Outputs for validated rows ``X``, in chunks, with ``output`` applied.
+
+        NumPy (or sparse) ``X`` gives NumPy outputs; CuPy ``X`` gives CuPy
+        outputs, without leaving the device when the network is on the GPU.
+        Outputs have the network's dtype whatever the input's.
+        """
+        backend, dtype = self.backend, self.dtype
+        on_device = is_device_array(X)
+        keep = backend.xp if on_device and backend.name.startswith("cuda") else None
+        chunks = []
+        with backend.device_context():
+            step = self.predict_chunk_rows()
+            for start in range(0, X.shape[0], step):
+                Xb = backend.asarray(X[start : start + step], dtype)
+                Z = self.forward(Xb, training=False)
+                if Z is Xb:
+                    Z = Z.copy()
+                if output is not None:
+                    Z = output(Z)
+                chunks.append(Z if keep is not None else backend.to_numpy(Z))
+            xp = keep if keep is not None else np
+            P = chunks[0] if len(chunks) == 1 else xp.concatenate(chunks)
+        if on_device and keep is None:  # a CPU network given CuPy data
+            P = get_array_module(X).asarray(P)
+        return P
+
+    # -- arrays -------------------------------------------------------------
+    def params(self):
+        """The trainable parameters, layer by layer (live arrays)."""
+        return [value for layer in self.layers for value in layer.params.values()]
+
+    def weights(self):
+        """Parameters and non-trained state (running statistics): the model."""
+        return self.params() + [
+            value for layer in self.layers for value in getattr(layer, "state", {}).values()
+        ]
+
+    def save_weights(self):
+        """Copies of :meth:`weights`, on the backend, for :meth:`load_weights`."""
+        return [w.copy() for w in self.weights()]
+
+    def load_weights(self, saved):
+        """Write arrays saved by :meth:`save_weights` back, in place."""
+        for weight, value in zip(self.weights(), saved):
+            weight[...] = self.backend.asarray(value)
+
+    def to_backend(self, backend):
+        """Move every layer to ``backend`` (no-op when already there)."""
+        if backend is not self.backend or any(layer.backend_ is not backend
+                                              for layer in self.layers):
+            for layer in self.layers:
+                layer.to_backend(backend)
+            self.backend = backend
+        return self
+
+    def astype(self, dtype):
+        """Cast every parameter, gradient and state array to ``dtype``."""
+        dtype = np.dtype(dtype)
+        if dtype != self.dtype:
+            for layer in self.layers:
+                layer.astype(dtype)
+        return self
+
+    def reseed(self, offset):
+        """Give random layers (dropout) a fresh stream for the training to come."""
+        for layer in self.layers:
+            layer.reseed(offset)
+
+    def release(self):
+        """Drop training caches, buffers and gradients; keep the weights."""
+        for layer in self.layers:
+            layer.release()
+
+    # -- pickling: layers pickle as NumPy; the backend by name ----------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["backend"] = self.backend.name
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.backend = get_backend("cpu")  # the estimator moves it where it belongs
+        for layer in self.layers:
+            layer.backend_ = self.backend
+
+
+def _build_layer(layer, shape, backend, dtype, rng):
+    shape = tuple(int(d) for d in layer.build(shape, backend=backend, dtype=dtype, rng=rng))
+    layer.output_shape_ = shape
+    return shape

@@ -1,0 +1,448 @@
+"""The trainer: epochs (or a given number of batches) over data on a backend.
+
+A :class:`Trainer` trains a :class:`~sknet._network.Network` with a loss:
+it lays all parameters and gradients out in two flat arrays, runs batches of
+forward, loss, backward, L2 penalty, gradient clipping and optimizer step
+without reading anything back, and reads the loss once per epoch. The same
+object serves ``fit`` (``run_epochs``, ``run_lbfgs``), ``partial_fit`` (one
+epoch) and a worker of another process (``run_batches``: N batches, no
+callbacks).
+
+What happens between epochs (recording ``history``, stopping, printing) is
+done by callbacks on the public hook interface of
+:class:`sknet.callbacks.Callback`, built-in ones first, the user's after;
+they receive a :class:`TrainingState`, never the trainer's locals.
+"""
+
+import time
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+#: Training data already on the backend: X, 2-D float targets Y, weights w or None.
+BackendData = namedtuple("BackendData", "X Y w")
+
+
+class Diverged(Exception):
+    """Training produced a non-finite loss or weights (the estimator says what to do)."""
+
+
+class TrainingState:
+    """What callbacks see of a running fit.
+
+    Every hook gets this object as its first argument. Attributes it does not
+    have are looked up on the estimator, so ``state.classes_`` or
+    ``state.predict(X)`` work as they would on the estimator.
+
+    Attributes
+    ----------
+    estimator : estimator
+        The estimator being fitted.
+    network : Network
+        The network being trained (its layers are ``estimator.layers_``).
+    optimizer : StochasticOptimizer or None
+        The optimizer (``None`` with ``solver='lbfgs'``).
+    epoch : int or None
+        The current epoch, numbered from 1 across warm starts.
+    n_train_rows : int
+        Rows per epoch.
+    batch_size : int
+        Rows per batch (all rows with lbfgs).
+    history : list of dict
+        ``estimator.history_``: one row per epoch.
+    has_validation : bool
+        Whether a validation set is scored (``valid_loss``/``valid_score``).
+    """
+
+    #: history keys every fit produces; validation keys need a validation set
+    TRAIN_KEYS = ("epoch", "train_loss", "learning_rate", "duration")
+    VALID_KEYS = ("valid_loss", "valid_score")
+
+    def __init__(self, estimator, network, optimizer, *, n_train_rows, batch_size,
+                 history, has_validation):
+        self.estimator = estimator
+        self.network = network
+        self.optimizer = optimizer
+        self.epoch = None
+        self.n_train_rows = n_train_rows
+        self.batch_size = batch_size
+        self.history = history
+        self.has_validation = has_validation
+        self.extra_keys = ()
+
+    def __getattr__(self, name):
+        # Only called for names this object lacks: the estimator's attributes.
+        if name.startswith("__") or "estimator" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["estimator"], name)
+
+    @property
+    def learning_rate(self):
+        """The base learning rate (SGD's rate, Adam's step size)."""
+        return self._require_optimizer("learning_rate").base_learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._require_optimizer("learning_rate").base_learning_rate = value
+
+    def _require_optimizer(self, what):
+        if self.optimizer is None:
+            raise ValueError(
+                f"{what} needs a stochastic solver ('sgd' or 'adam'); this "
+                f"{type(self.estimator).__name__} trains with solver='lbfgs'"
+            )
+        return self.optimizer
+
+    def require_optimizer(self, who):
+        """Raise a ValueError naming ``who`` unless training uses an optimizer."""
+        if self.optimizer is None:
+            raise ValueError(
+                f"{who} needs solver='sgd' or 'adam'; this "
+                f"{type(self.estimator).__name__} has solver='lbfgs'"
+            )
+
+    def check_monitor(self, monitor, who):
+        """Raise a ValueError before training if ``monitor`` will have no value."""
+        keys = self.TRAIN_KEYS + self.VALID_KEYS + tuple(self.extra_keys)
+        if monitor not in keys:
+            raise ValueError(f"{who}: monitor={monitor!r} is not in the history; "
+                             f"choose one of {sorted(keys)}")
+        if monitor in self.VALID_KEYS and not self.has_validation:
+            raise ValueError(
+                f"{who}: monitor={monitor!r} needs a validation set: pass X_val and "
+                "y_val to fit, or set early_stopping=True"
+            )
+        if monitor == "learning_rate":
+            self.require_optimizer(f"{who} with monitor='learning_rate'")
+
+    def weights(self):
+        """The model's arrays (parameters and running statistics), live."""
+        return self.network.weights()
+
+
+class BestWeights:
+    """A copy of the weights of one epoch, kept to be put back later.
+
+    The one save/restore helper of early stopping (built-in and callback) and
+    :class:`~sknet.callbacks.TerminateOnNaN`. Restores happen in ``on_train_end``
+    (or ``on_nan``) in callback order: built-in callbacks first, the user's
+    after, so what a user callback restores is what the model keeps.
+    """
+
+    def __init__(self):
+        self.epoch = None
+        self._arrays = None
+
+    def save(self, network, epoch):
+        """Copy the network's weights (into the same buffers after the first save)."""
+        if self._arrays is None:
+            self._arrays = network.save_weights()
+        else:
+            for saved, weight in zip(self._arrays, network.weights()):
+                saved[...] = weight
+        self.epoch = epoch
+
+    def restore(self, network):
+        """Put the saved weights back; False if nothing was saved."""
+        if self._arrays is None:
+            return False
+        network.load_weights(self._arrays)
+        return True
+
+    def clear(self):
+        self._arrays, self.epoch = None, None
+
+
+class Trainer:
+    """Mini-batch and L-BFGS training of a network with a loss.
+
+    Parameters
+    ----------
+    network : Network
+    loss : Loss
+    alpha : float, default=0.0
+        L2 penalty on the layers' ``regularized`` parameters, divided by the
+        (weighted) batch size as scikit-learn does.
+    clip_norm : float or None, default=None
+        Rescale each batch's whole gradient to at most this L2 norm.
+    callbacks : list of Callback, default=()
+        Called with a :class:`TrainingState` by :meth:`run_epochs` and
+        :meth:`run_lbfgs`.
+    """
+
+    def __init__(self, network, loss, *, alpha=0.0, clip_norm=None, callbacks=()):
+        self.network = network
+        self.loss = loss
+        self.alpha = alpha
+        self.clip_norm = clip_norm
+        self.callbacks = list(callbacks)
+        self.state = None
+        self._x_buffer = None
+        self._lay_out_parameters()
+
+    @property
+    def backend(self):
+        return self.network.backend
+
+    def _lay_out_parameters(self):
+        """Put all parameters and gradients in two flat arrays on the backend.
+
+        Layers keep their ``params``/``grads`` dicts, whose entries become
+        views of the flat arrays; the optimizer then updates every parameter
+        with a few whole-array operations (one fused kernel on a GPU) per step.
+        Regularized parameters come first, so the L2 term is one slice.
+        """
+        xp, dtype = self.backend.xp, self.network.dtype
+        entries = [(layer, key) for layer in self.network.layers for key in layer.params]
+        entries.sort(key=lambda entry: entry[1] not in entry[0].regularized)
+        total = sum(int(layer.params[key].size) for layer, key in entries)
+        self.flat_params = xp.empty(total, dtype=dtype)
+        self.flat_grads = xp.zeros(total, dtype=dtype)
+        self._grad_views, self._n_regularized, offset = [], 0, 0
+        for layer in self.network.layers:
+            layer.grads = {}
+        for layer, key in entries:
+            param = layer.params[key]
+            stop = offset + int(param.size)
+            self.flat_params[offset:stop] = param.reshape(-1)
+            layer.params[key] = self.flat_params[offset:stop].reshape(param.shape)
+            layer.grads[key] = self.flat_grads[offset:stop].reshape(param.shape)
+            self._grad_views.append((layer, key, layer.grads[key]))
+            if key in layer.regularized:
+                self._n_regularized = stop
+            offset = stop
+
+    def _check_grad_views(self):
+        """Fail clearly if a (custom) layer replaced a gradient array."""
+        for layer, key, view in self._grad_views:
+            if layer.grads[key] is not view:
+                raise TypeError(
+                    f"{type(layer).__name__}.backward replaced grads[{key!r}] with a "
+                    "new array; write gradients in place instead, e.g. "
+                    f"self.grads[{key!r}][...] = value"
+                )
+
+    # -- one batch ----------------------------------------------------------
+    def loss_and_gradients(self, X, Y, sample_weight, sw_sum):
+        """Forward, loss, backward and L2 for one batch; the loss stays on the device."""
+        Z = self.network.forward(X, training=True)
+        loss, dZ = self.loss(Z, Y, sample_weight, sw_sum)
+        self.network.backward(dZ)
+        if self.alpha > 0 and self._n_regularized:
+            W = self.flat_params[: self._n_regularized]
+            gW = self.flat_grads[: self._n_regularized]
+            self.backend.add_scaled(gW, W, self.alpha / sw_sum)
+            loss = loss + (0.5 * self.alpha / sw_sum) * self.backend.xp.vdot(W, W)
+        return loss
+
+    def _batch(self, data, order, start, stop):
+        if order is None:
+            w = None if data.w is None else data.w[start:stop]
+            return data.X[start:stop], data.Y[start:stop], w
+        backend, xp, idx = self.backend, self.backend.xp, order[start:stop]
+        X = backend.take_rows(data.X, idx, out=self._rows_buffer(data.X, stop - start))
+        w = None if data.w is None else xp.take(data.w, idx)
+        return X, xp.take(data.Y, idx, axis=0), w
+
+    def _rows_buffer(self, X, n_rows):
+        if self.backend.is_sparse(X):
+            return None
+        buf = self._x_buffer
+        if buf is None or buf.shape[0] < n_rows or buf.shape[1:] != X.shape[1:]:
+            buf = self._x_buffer = self.backend.xp.empty((n_rows,) + X.shape[1:], X.dtype)
+        return buf[:n_rows]
+
+    def run_batches(self, data, optimizer, *, batch_size, order=None, sw_sums=None,
+                    on_batch=None, n_batches=None):
+        """Train on consecutive batches of the rows in ``order`` (all rows if None).
+
+        Parameters
+        ----------
+        data : BackendData
+        optimizer : StochasticOptimizer
+        batch_size : int
+        order : backend array of int, default=None
+            Row indices to visit, in order; ``None`` visits rows as stored.
+        sw_sums : sequence of float, default=None
+            Each batch's sum of sample weights (host numbers, no sync); a
+            batch whose weights sum to 0 is skipped.
+        on_batch : callable, default=None
+            ``on_batch(index, size)`` after each update.
+        n_batches : int, default=None
+            Stop after this many batches.
+
+        Returns
+        -------
+        total : 0-d backend array
+            The sum over rows of the (penalized) batch losses, not read back.
+        """
+        xp = self.backend.xp
+        n = data.X.shape[0] if order is None else order.shape[0]
+        total = xp.zeros((), dtype=np.float64)
+        grads = [self.flat_grads]
+        for i, start in enumerate(range(0, n, batch_size)):
+            if n_batches is not None and i >= n_batches:
+                break
+            stop = min(start + batch_size, n)
+            if sw_sums is not None and sw_sums[i] == 0:
+                continue  # nothing to learn from a batch of zero weight
+            X, Y, w = self._batch(data, order, start, stop)
+            sw_sum = (stop - start) if sw_sums is None else float(sw_sums[i])
+            loss = self.loss_and_gradients(X, Y, w, sw_sum)
+            if i == 0:
+                self._check_grad_views()
+            if self.clip_norm is not None:
+                self.backend.clip_by_norm(self.flat_grads, self.clip_norm)
+            optimizer.step(grads)
+            total = total + loss * (stop - start)
+            if on_batch is not None:
+                on_batch(i, stop - start)
+        self._check_grad_views()
+        return total
+
+    # -- epochs ---------------------------------------------------------------
+    def _start(self, state):
+        self.state = state
+        state.extra_keys = tuple(k for cb in self.callbacks for k in getattr(cb, "provides", ()))
+
+    def notify(self, hook, *args):
+        """Call ``hook`` on every callback in order; True if any asked to stop."""
+        stop = False
+        for callback in self.callbacks:
+            stop = bool(getattr(callback, hook)(self.state, *args)) or stop
+        return stop
+
+    def run_epochs(self, data, optimizer, state, *, batch_size, max_epochs, rng,
+                   shuffle=True, train_rows=None, sample_weight=None, evaluate=None):
+        """Run up to ``max_epochs`` epochs, with callbacks; Ctrl-C ends them cleanly.
+
+        ``train_rows`` (host indices) restricts training to part of ``data``
+        (the rest being the early-stopping split); ``sample_weight`` is the
+        host copy of the weights (for per-batch sums without a sync).
+        ``evaluate()`` returns the epoch's ``(valid_loss, valid_score)``.
+        """
+        self._start(state)
+        n_train = data.X.shape[0] if train_rows is None else train_rows.shape[0]
+        sample_idx = np.arange(n_train)
+        starts = np.arange(0, n_train, batch_size)
+        batch_hooks = [cb for cb in self.callbacks if _overrides(cb, "on_batch_end")]
+
+        def on_batch(i, size):
+            for callback in batch_hooks:
+                callback.on_batch_end(state, i, size)
+
+        self.notify("on_train_begin")
+        try:
+            for _ in range(max_epochs):
+                state.epoch = len(state.history) + 1
+                self.notify("on_epoch_begin", state.epoch)
+                started = time.perf_counter()
+                if shuffle:  # the same draws as scikit-learn's MLP
+                    perm = np.arange(n_train)
+                    rng.shuffle(perm)
+                    sample_idx = sample_idx[perm]
+                rows = sample_idx if train_rows is None else train_rows[sample_idx]
+                ordered = shuffle or train_rows is not None
+                order = self.backend.asarray(rows) if ordered else None
+                sw_sums = None
+                if sample_weight is not None:
+                    sw_sums = np.add.reduceat(sample_weight[rows], starts)
+                total = self.run_batches(data, optimizer, batch_size=batch_size,
+                                         order=order, sw_sums=sw_sums,
+                                         on_batch=on_batch if batch_hooks else None)
+                loss = float(total) / n_train  # the epoch's one read-back
+                if self.end_epoch(state.epoch, loss, evaluate, started):
+                    break
+        except KeyboardInterrupt:
+            warnings.warn("Training interrupted by user.")
+        finally:
+            self.notify("on_train_end")
+
+    def end_epoch(self, epoch, loss, evaluate, started):
+        """Check the loss, record the history row, call on_epoch_end; True stops."""
+        if not np.isfinite(loss):
+            if self.notify("on_nan", epoch):
+                return True
+            raise Diverged(f"The loss became {loss} at epoch {epoch}.")
+        valid_loss, valid_score = (None, None) if evaluate is None else evaluate()
+        optimizer = self.state.optimizer
+        logs = {
+            "epoch": epoch,
+            "train_loss": loss,
+            "valid_loss": valid_loss,
+            "valid_score": valid_score,
+            "learning_rate": None if optimizer is None else optimizer.base_learning_rate,
+            "duration": time.perf_counter() - started,
+        }
+        self.state.history.append(logs)
+        return self.notify("on_epoch_end", epoch, logs)
+
+    def evaluate(self, X, Y, w, chunk_rows=None):
+        """Validation loss (without the L2 term) and outputs ``P`` on the host."""
+        total, chunks = 0.0, []
+        chunk = chunk_rows or self.network.predict_chunk_rows()
+        weight_sum = X.shape[0] if w is None else float(w.sum())
+        for i in range(0, X.shape[0], chunk):
+            part = slice(i, i + chunk)
+            Z = self.network.forward(X[part], training=False)
+            wb = None if w is None else w[part]
+            loss, _ = self.loss(Z, Y[part], wb)
+            total = total + loss * (Z.shape[0] if wb is None else wb.sum())
+            chunks.append(self.backend.to_numpy(self.loss.output(Z)))
+        return float(total) / weight_sum, np.concatenate(chunks)
+
+    # -- L-BFGS -------------------------------------------------------------
+    def run_lbfgs(self, data, state, *, max_iter, max_fun, tol, verbose, evaluate=None):
+        """Full-batch L-BFGS (SciPy); returns ``(loss, n_iter)``.
+
+        Each iteration is an epoch for the callbacks. Ctrl-C keeps the last
+        completed iteration (the initial weights if none completed).
+        """
+        from sknet._optimizers import minimize_lbfgs
+
+        self._start(state)
+        backend, dtype = self.backend, self.network.dtype
+        sw_sum = data.X.shape[0] if data.w is None else float(data.w.sum())
+        flat_params, flat_grads = self.flat_params, self.flat_grads
+
+        def unpack(x):
+            flat_params[...] = backend.asarray(x, dtype)
+
+        def loss_and_grad(x):
+            unpack(x)
+            loss = self.loss_and_gradients(data.X, data.Y, data.w, sw_sum)
+            return float(loss), backend.to_numpy(flat_grads).astype(np.float64)
+
+        x0 = backend.to_numpy(flat_params).astype(np.float64)
+        last = {"x": x0, "loss": None, "n_iter": 0, "started": time.perf_counter()}
+
+        def end_iteration(iteration, x, loss):
+            unpack(x)
+            last.update(x=x.copy(), loss=loss, n_iter=iteration)
+            state.epoch = len(state.history) + 1
+            stop = self.end_epoch(state.epoch, loss, evaluate, last["started"])
+            last["started"] = time.perf_counter()
+            return stop
+
+        self.notify("on_train_begin")
+        try:
+            x, loss, n_iter = minimize_lbfgs(
+                loss_and_grad, x0, max_iter=max_iter, max_fun=max_fun, tol=tol,
+                verbose=verbose, callback=end_iteration,
+            )
+            unpack(x)
+        except KeyboardInterrupt:
+            warnings.warn("Training interrupted by user.")
+            x, n_iter = last["x"], last["n_iter"]
+            loss = last["loss"] if last["loss"] is not None else loss_and_grad(x)[0]
+            unpack(x)
+        finally:
+            self.notify("on_train_end")
+        return loss, n_iter
+
+
+def _overrides(callback, hook):
+    from sknet.callbacks import Callback
+
+    return getattr(type(callback), hook) is not getattr(Callback, hook)
