@@ -21,8 +21,7 @@ import joblib
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.metrics import check_scoring
-from sklearn.model_selection import train_test_split
-from sklearn.utils import check_array, check_random_state
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -30,9 +29,16 @@ from sknet._convergence import ScikitLearnConvergence
 from sknet._losses import make_loss
 from sknet._network import Network
 from sknet._optimizers import SGD, Adam
-from sknet._training import BackendData, Diverged, Trainer, TrainingState
+from sknet._training import BackendData, Diverged, Trainer, TrainingState, copy_callbacks
 from sknet._transaction import FitTransaction
-from sknet.backend import get_array_module, get_backend, is_device_array
+from sknet._validation import (
+    check_device_X,
+    check_sample_weight,
+    make_evaluator,
+    validation_set,
+    validation_split,
+)
+from sknet.backend import get_backend, is_device_array
 
 _STOCHASTIC_SOLVERS = ("sgd", "adam")
 
@@ -205,40 +211,6 @@ class SknetVersionWarning(UserWarning):
     """A model pickled by one sknet version was loaded by another."""
 
 
-def _check_sample_weight(sample_weight, n_samples, dtype):
-    """Validate ``sample_weight`` into a 1-D float array of ``n_samples`` (host)."""
-    if sample_weight is None:
-        return None
-    if isinstance(sample_weight, Real):
-        sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
-    else:
-        sample_weight = check_array(
-            sample_weight,
-            accept_sparse=False,
-            ensure_2d=False,
-            dtype=[dtype, np.float64, np.float32],
-            order="C",
-            input_name="sample_weight",
-        )
-        if sample_weight.ndim != 1:
-            raise ValueError(
-                f"Sample weights must be 1D array or scalar, got an array of "
-                f"shape {sample_weight.shape}"
-            )
-        if sample_weight.shape != (n_samples,):
-            raise ValueError(
-                f"sample_weight.shape == {sample_weight.shape}, expected "
-                f"{(n_samples,)}!"
-            )
-    if np.any(sample_weight < 0):
-        raise ValueError("Negative values in data passed to sample_weight")
-    if not np.any(sample_weight > 0):
-        raise ValueError("sample_weight must have a positive sum, got all zeros")
-    return sample_weight
-
-
-
-
 def _canonical(value):
     """``value`` with lists as tuples and NumPy scalars as Python ones (for hashing)."""
     if isinstance(value, (list, tuple)):
@@ -352,7 +324,7 @@ class BaseNeuralNetwork(BaseEstimator):
     def _validate_X_predict(self, X):
         check_is_fitted(self)
         if is_device_array(X):
-            return self._check_device_X(X)
+            return check_device_X(self, X)
         return validate_data(
             self,
             X,
@@ -373,53 +345,8 @@ class BaseNeuralNetwork(BaseEstimator):
             **kwargs,
         )
 
-    def _check_device_X(self, X):
-        """scikit-learn's prediction checks for a CuPy ``X``, kept on the device."""
-        name = type(self).__name__
-        if X.ndim != 2:
-            raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
-        if X.shape[0] == 0:
-            raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a "
-                             f"minimum of 1 is required by {name}.")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {name} is expecting "
-                             f"{self.n_features_in_} features as input.")
-        if X.dtype.kind not in "biuf":
-            raise ValueError(f"X must hold numbers, got dtype {X.dtype}")
-        if not bool(get_array_module(X).isfinite(X).all()):
-            raise ValueError("Input X contains NaN or infinity.")
-        return X
-
     def _validation_set(self, X_val, y_val, sample_weight_val, validation_data):
-        """Check ``X_val``/``y_val`` (or the deprecated tuple) like the training data."""
-        if validation_data is not None:
-            warnings.warn(
-                "validation_data=(X_val, y_val) is deprecated: pass X_val=, y_val= "
-                "(and sample_weight_val=) to fit instead. In a Pipeline, "
-                "Pipeline(..., transform_input=['X_val']) then sends X_val through "
-                "the preceding steps, which validation_data never was.",
-                FutureWarning,
-            )
-            if X_val is not None or y_val is not None:
-                raise ValueError("Pass either validation_data or X_val/y_val, not both")
-            if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
-                raise ValueError(
-                    "validation_data must be a tuple (X_val, y_val) or (X_val, y_val, "
-                    f"sample_weight_val), got {type(validation_data).__name__}"
-                )
-            X_val, y_val = validation_data[:2]
-            if len(validation_data) == 3:
-                sample_weight_val = validation_data[2]
-        if X_val is None and y_val is None:
-            if sample_weight_val is not None:
-                raise ValueError("sample_weight_val was given without X_val and y_val")
-            return None
-        if X_val is None or y_val is None:
-            raise ValueError("X_val and y_val must be given together, got only "
-                             + ("y_val" if X_val is None else "X_val"))
-        X_val, y_val = (a.get() if is_device_array(a) else a for a in (X_val, y_val))
-        X_val, Y_val = self._validate_input(X_val, y_val, incremental=True, reset=False)
-        return X_val, Y_val, _check_sample_weight(sample_weight_val, X_val.shape[0], X_val.dtype)
+        return validation_set(self, X_val, y_val, sample_weight_val, validation_data)
 
     def _check_solver(self):
         if self.solver not in _STOCHASTIC_SOLVERS:
@@ -529,7 +456,7 @@ class BaseNeuralNetwork(BaseEstimator):
         with FitTransaction(self, release_memory=not incremental) as transaction:
             transaction.backend = backend
             X, Y = self._validate_input(X, y, incremental, reset=first_pass)
-            sample_weight = _check_sample_weight(sample_weight, X.shape[0], X.dtype)
+            sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
             class_weight = self._class_sample_weight(Y, incremental)
             if class_weight is not None:
                 sample_weight = (class_weight if sample_weight is None
@@ -574,7 +501,7 @@ class BaseNeuralNetwork(BaseEstimator):
             self.network_.to_backend(backend).astype(self._np_dtype)
         self.device_ = backend.name
         self.network_.reseed(self.t_)
-        self.callbacks_ = self._copy_callbacks()
+        self.callbacks_ = copy_callbacks(self.callbacks)
         trainer = Trainer(
             self.network_, self._loss, alpha=self.alpha,
             clip_norm=getattr(self, "clip_norm", None),
@@ -630,19 +557,6 @@ class BaseNeuralNetwork(BaseEstimator):
                 self.best_loss_ = np.inf
                 self.validation_scores_ = None
                 self.best_validation_score_ = None
-
-    def _copy_callbacks(self):
-        """Working copies of the callbacks: the objects passed are never modified."""
-        from sknet.callbacks import Callback
-
-        callbacks = [] if self.callbacks is None else list(self.callbacks)
-        for callback in callbacks:
-            if not isinstance(callback, Callback):
-                raise TypeError(
-                    "callbacks must be sknet.callbacks.Callback objects, got "
-                    f"{type(callback).__name__}"
-                )
-        return [copy.deepcopy(callback) for callback in callbacks]
 
     def _make_optimizer(self, params, backend):
         if self.solver == "sgd":
@@ -700,7 +614,7 @@ class BaseNeuralNetwork(BaseEstimator):
             max_epochs=max_epochs,
             rng=rng, shuffle=self.shuffle, train_rows=train_rows,
             sample_weight=sample_weight,
-            evaluate=self._evaluator(trainer, validation),
+            evaluate=make_evaluator(self, trainer, validation),
         )
 
     def _train_lbfgs(self, trainer, X, Y, sample_weight, validation):
@@ -711,7 +625,7 @@ class BaseNeuralNetwork(BaseEstimator):
         )
         self.loss_, self.n_iter_ = trainer.run_lbfgs(
             data, state, max_iter=self.max_iter, max_fun=self.max_fun, tol=self.tol,
-            verbose=bool(self.verbose), evaluate=self._evaluator(trainer, validation),
+            verbose=bool(self.verbose), evaluate=make_evaluator(self, trainer, validation),
         )
 
     def _to_backend(self, backend, X, Y, sample_weight):
@@ -724,19 +638,7 @@ class BaseNeuralNetwork(BaseEstimator):
         )
 
     def _validation_split(self, Y, rng):
-        """Indices of a (stratified, for single-label classification) split."""
-        train_idx, val_idx = train_test_split(
-            np.arange(Y.shape[0]),
-            random_state=rng,
-            test_size=self.validation_fraction,
-            stratify=self._stratify_labels(Y),
-        )
-        if val_idx.shape[0] < 2:
-            raise ValueError(
-                "The validation set is too small. Increase 'validation_fraction' "
-                "or the size of your dataset."
-            )
-        return train_idx, val_idx
+        return validation_split(self, Y, rng)
 
     def _stratify_labels(self, Y):
         return None
@@ -744,44 +646,6 @@ class BaseNeuralNetwork(BaseEstimator):
     def _class_sample_weight(self, Y, incremental):
         """Per-sample weights from ``class_weight`` (classifiers override)."""
         return None
-
-    def _evaluator(self, trainer, validation):
-        """``evaluate() -> (valid_loss, valid_score)`` for the trainer, or None."""
-        if validation is None:
-            return None
-        X_val, Y_val, sw_val = validation
-        data = self._to_backend(trainer.backend, X_val, Y_val, sw_val)
-        score = self._scorer(X_val, Y_val, sw_val)
-
-        def evaluate():
-            valid_loss, P = trainer.evaluate(data.X, data.Y, data.w)
-            return valid_loss, score(valid_loss, P)
-
-        return evaluate
-
-    def _scorer(self, X_val, Y_val, sw_val):
-        """``score(valid_loss, P) -> float`` as ``scoring`` asks."""
-        if self.scoring is None:
-            def score(valid_loss, P):
-                if not np.isfinite(P).all():
-                    return np.nan
-                return float(self._validation_score(Y_val, P, sw_val))
-            return score
-        if self.scoring == "loss":
-            return lambda valid_loss, P: -valid_loss
-        scorer = check_scoring(self, scoring=self.scoring)
-        y_val = self._decode_targets(Y_val)
-        kwargs = {} if sw_val is None else {"sample_weight": sw_val}
-
-        def score(valid_loss, P):
-            if not np.isfinite(P).all():
-                return np.nan
-            with warnings.catch_warnings():
-                # X_val is validated: a NumPy array even when fit had names.
-                warnings.filterwarnings("ignore", message="X does not have valid feature")
-                return float(scorer(self, X_val, y_val, **kwargs))
-
-        return score
 
     # -- prediction -------------------------------------------------------------------
     def _predict_outputs(self, X):

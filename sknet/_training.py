@@ -14,6 +14,7 @@ done by callbacks on the public hook interface of
 they receive a :class:`TrainingState`, never the trainer's locals.
 """
 
+import copy
 import time
 import warnings
 from collections import namedtuple
@@ -440,6 +441,20 @@ class Trainer:
         finally:
             self.notify("on_train_end")
         return loss, n_iter
+
+
+def copy_callbacks(callbacks):
+    """Working copies of ``callbacks``: the objects a user passes are never modified."""
+    from sknet.callbacks import Callback
+
+    callbacks = [] if callbacks is None else list(callbacks)
+    for callback in callbacks:
+        if not isinstance(callback, Callback):
+            raise TypeError(
+                "callbacks must be sknet.callbacks.Callback objects, got "
+                f"{type(callback).__name__}"
+            )
+    return [copy.deepcopy(callback) for callback in callbacks]
 
 
 def _overrides(callback, hook):

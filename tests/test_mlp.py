@@ -282,7 +282,7 @@ def test_early_stopping_restores_the_best_weights(digits):
 
 def test_early_stopping_split_is_stratified(monkeypatch, digits):
     X, y = digits
-    import sknet._base as base
+    import sknet._validation as base
 
     seen = {}
     original = base.train_test_split

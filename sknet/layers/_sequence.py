@@ -3,7 +3,6 @@
 import copy
 from numbers import Integral
 
-import numpy as np
 
 from sknet.backend import get_array_module
 from sknet.layers._base import Layer

@@ -1,0 +1,158 @@
+"""Validation sets and scoring: what the estimator checks and scores between epochs.
+
+``fit(X_val=, y_val=, sample_weight_val=)`` (scikit-learn's names, from
+``HistGradientBoostingClassifier``) is checked like the training data;
+without it, ``early_stopping=True`` holds out a stratified
+``validation_fraction``. :func:`make_evaluator` turns a validation set into
+the trainer's ``evaluate()``: the validation loss and the ``scoring`` the
+estimator asks for (its own ``score``, ``'loss'``, or any scikit-learn
+scorer).
+"""
+
+import warnings
+from numbers import Real
+
+import numpy as np
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_array
+
+from sknet.backend import get_array_module, is_device_array
+
+
+def check_sample_weight(sample_weight, n_samples, dtype):
+    """Validate ``sample_weight`` into a 1-D float array of ``n_samples`` (host)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, Real):
+        sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
+    else:
+        sample_weight = check_array(
+            sample_weight,
+            accept_sparse=False,
+            ensure_2d=False,
+            dtype=[dtype, np.float64, np.float32],
+            order="C",
+            input_name="sample_weight",
+        )
+        if sample_weight.ndim != 1:
+            raise ValueError(
+                f"Sample weights must be 1D array or scalar, got an array of "
+                f"shape {sample_weight.shape}"
+            )
+        if sample_weight.shape != (n_samples,):
+            raise ValueError(
+                f"sample_weight.shape == {sample_weight.shape}, expected "
+                f"{(n_samples,)}!"
+            )
+    if np.any(sample_weight < 0):
+        raise ValueError("Negative values in data passed to sample_weight")
+    if not np.any(sample_weight > 0):
+        raise ValueError("sample_weight must have a positive sum, got all zeros")
+    return sample_weight
+
+
+def check_device_X(est, X):
+    """scikit-learn's prediction checks for a CuPy ``X``, kept on the device."""
+    name = type(est).__name__
+    if X.ndim != 2:
+        raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
+    if X.shape[0] == 0:
+        raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a "
+                         f"minimum of 1 is required by {name}.")
+    if X.shape[1] != est.n_features_in_:
+        raise ValueError(f"X has {X.shape[1]} features, but {name} is expecting "
+                         f"{est.n_features_in_} features as input.")
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"X must hold numbers, got dtype {X.dtype}")
+    if not bool(get_array_module(X).isfinite(X).all()):
+        raise ValueError("Input X contains NaN or infinity.")
+    return X
+
+
+def validation_set(est, X_val, y_val, sample_weight_val, validation_data):
+    """Check ``X_val``/``y_val`` (or the deprecated tuple) like the training data."""
+    if validation_data is not None:
+        warnings.warn(
+            "validation_data=(X_val, y_val) is deprecated: pass X_val=, y_val= "
+            "(and sample_weight_val=) to fit instead. In a Pipeline, "
+            "Pipeline(..., transform_input=['X_val']) then sends X_val through "
+            "the preceding steps, which validation_data never was.",
+            FutureWarning,
+        )
+        if X_val is not None or y_val is not None:
+            raise ValueError("Pass either validation_data or X_val/y_val, not both")
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+            raise ValueError(
+                "validation_data must be a tuple (X_val, y_val) or (X_val, y_val, "
+                f"sample_weight_val), got {type(validation_data).__name__}"
+            )
+        X_val, y_val = validation_data[:2]
+        if len(validation_data) == 3:
+            sample_weight_val = validation_data[2]
+    if X_val is None and y_val is None:
+        if sample_weight_val is not None:
+            raise ValueError("sample_weight_val was given without X_val and y_val")
+        return None
+    if X_val is None or y_val is None:
+        raise ValueError("X_val and y_val must be given together, got only "
+                         + ("y_val" if X_val is None else "X_val"))
+    X_val, y_val = (a.get() if is_device_array(a) else a for a in (X_val, y_val))
+    X_val, Y_val = est._validate_input(X_val, y_val, incremental=True, reset=False)
+    return X_val, Y_val, check_sample_weight(sample_weight_val, X_val.shape[0], X_val.dtype)
+
+
+def validation_split(est, Y, rng):
+    """Indices of a (stratified, for single-label classification) split."""
+    train_idx, val_idx = train_test_split(
+        np.arange(Y.shape[0]),
+        random_state=rng,
+        test_size=est.validation_fraction,
+        stratify=est._stratify_labels(Y),
+    )
+    if val_idx.shape[0] < 2:
+        raise ValueError(
+            "The validation set is too small. Increase 'validation_fraction' "
+            "or the size of your dataset."
+        )
+    return train_idx, val_idx
+
+
+def make_evaluator(est, trainer, validation):
+    """``evaluate() -> (valid_loss, valid_score)`` for the trainer, or None."""
+    if validation is None:
+        return None
+    X_val, Y_val, sw_val = validation
+    data = est._to_backend(trainer.backend, X_val, Y_val, sw_val)
+    score = make_scorer(est, X_val, Y_val, sw_val)
+
+    def evaluate():
+        valid_loss, P = trainer.evaluate(data.X, data.Y, data.w)
+        return valid_loss, score(valid_loss, P)
+
+    return evaluate
+
+def make_scorer(est, X_val, Y_val, sw_val):
+    """``score(valid_loss, P) -> float`` as ``scoring`` asks."""
+    if est.scoring is None:
+        def score(valid_loss, P):
+            if not np.isfinite(P).all():
+                return np.nan
+            return float(est._validation_score(Y_val, P, sw_val))
+        return score
+    if est.scoring == "loss":
+        return lambda valid_loss, P: -valid_loss
+    scorer = check_scoring(est, scoring=est.scoring)
+    y_val = est._decode_targets(Y_val)
+    kwargs = {} if sw_val is None else {"sample_weight": sw_val}
+
+    def score(valid_loss, P):
+        if not np.isfinite(P).all():
+            return np.nan
+        with warnings.catch_warnings():
+            # X_val is validated: a NumPy array even when fit had names.
+            warnings.filterwarnings("ignore", message="X does not have valid feature")
+            return float(scorer(est, X_val, y_val, **kwargs))
+
+    return score
+

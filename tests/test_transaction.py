@@ -1,0 +1,151 @@
+"""Tests for sknet/_transaction.py: a fit either completes or leaves the previous model."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from sknet import MLPClassifier
+from sknet._training import Trainer
+from sknet._transaction import FitTransaction
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def data(digits):
+    X, y = digits
+    return X[:300], y[:300]
+
+
+def make_clf():
+    return MLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0, device="cpu")
+
+
+@pytest.fixture
+def fitted(data):
+    return make_clf().fit(*data)
+
+
+def train_one_batch(clf, X):
+    """Give the layers gradients and buffers, as training would."""
+    network = clf.network_
+    Trainer(network, clf._loss)
+    Z = network.forward(np.asarray(X[:20], dtype=np.float32), training=True)
+    _, dZ = clf._loss(Z, np.eye(Z.shape[1], dtype=np.float32)[np.arange(20) % Z.shape[1]])
+    network.backward(dZ)
+    assert all(layer.grads for layer in network.layers)
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_an_exception_restores_the_fitted_model(error, fitted, data):
+    X, _ = data
+    clf = fitted
+    proba, n_iter, n_history = clf.predict_proba(X), clf.n_iter_, len(clf.history_)
+    loss_curve = list(clf.loss_curve_)
+    with pytest.raises(error, match="boom"):
+        with FitTransaction(clf):
+            for w in clf.network_.weights():
+                w[...] = 0
+            clf.n_iter_ = 99
+            clf.history_.append({"epoch": 99})
+            clf.loss_curve_.append(1.0)
+            clf.added_ = "added inside the block"
+            clf._added = 1
+            raise error("boom")
+    assert_allclose(clf.predict_proba(X), proba, rtol=1e-6)
+    assert clf.n_iter_ == n_iter
+    assert len(clf.history_) == n_history and clf.loss_curve_ == loss_curve
+    assert not hasattr(clf, "added_") and not hasattr(clf, "_added")
+    assert clf.network_.backend.name == "cpu"
+    assert all(type(w) is np.ndarray for w in clf.network_.weights())
+    # still a working estimator: it refits
+    clf.fit(*data)
+    assert clf.n_iter_ == 3
+
+
+def test_an_exception_on_an_unfitted_estimator_removes_every_fitted_attribute(fitted, data):
+    clf = make_clf()
+    before = set(vars(clf))
+    params = set(clf.get_params(deep=False))
+    assert before == params
+    with pytest.raises(ValueError, match="bad data"):
+        with FitTransaction(clf):
+            clf.network_ = fitted.network_
+            clf._loss = fitted._loss
+            clf.n_iter_ = 1
+            clf.history_ = [{}]
+            clf._private_state = object()
+            raise ValueError("bad data")
+    assert set(vars(clf)) == params
+    assert not clf.__sklearn_is_fitted__()
+    assert clf.get_params() == make_clf().get_params()
+    # the network it was handed is not released by the abort: it is no longer this one's
+    assert fitted.predict(data[0]).shape == (300,)
+
+
+def test_without_an_exception_nothing_is_restored_and_training_memory_is_released(fitted, data):
+    X, _ = data
+    clf = fitted
+    proba = clf.predict_proba(X)
+    with FitTransaction(clf, release_memory=False):
+        train_one_batch(clf, X)
+        clf.network_.layers[-1].params["b"][0] += 5.0  # favours class 0
+        clf.n_iter_ = 99
+        clf.added_ = "kept"
+    assert clf.n_iter_ == 99 and clf.added_ == "kept"
+    assert not np.allclose(clf.predict_proba(X), proba)
+    for layer in clf.network_.layers:
+        assert layer.grads == {} and layer._buffers == {} and layer._cache == {}
+        assert layer.params  # the model stays
+    assert clf._loss._grad is None
+
+
+def test_an_exception_also_releases(fitted, data):
+    clf = fitted
+    with pytest.raises(RuntimeError):
+        with FitTransaction(clf):
+            train_one_batch(clf, data[0])
+            raise RuntimeError("after a batch")
+    for layer in clf.network_.layers:
+        assert layer.grads == {} and layer._buffers == {}
+
+
+class FakeBackend:
+    def __init__(self):
+        self.released = 0
+
+    def release_memory(self):
+        self.released += 1
+
+
+@pytest.mark.parametrize("fails", [False, True])
+@pytest.mark.parametrize("release_memory, expected", [(True, 1), (False, 0)])
+def test_release_memory(release_memory, expected, fails, fitted):
+    fake = FakeBackend()
+    transaction = FitTransaction(fitted, release_memory=release_memory)
+    try:
+        with transaction:
+            transaction.backend = fake
+            if fails:
+                raise RuntimeError("fail")
+    except RuntimeError:
+        assert fails
+    assert fake.released == expected
+
+
+def test_release_memory_without_a_backend_does_nothing(fitted):
+    with FitTransaction(fitted) as transaction:
+        assert transaction.backend is None
+    assert fitted.__sklearn_is_fitted__()
+
+
+def test_snapshot_is_a_copy(fitted, data):
+    """The snapshot does not share arrays with the live model (in-place changes are undone)."""
+    X, _ = data
+    W = fitted.network_.layers[0].params["W"]
+    saved = W.copy()
+    with pytest.raises(RuntimeError):
+        with FitTransaction(fitted):
+            W += 1.0
+            raise RuntimeError
+    assert_array_equal(fitted.network_.layers[0].params["W"], saved)
