@@ -130,8 +130,8 @@ class Network:
             for start in range(0, X.shape[0], step):
                 Xb = backend.asarray(X[start : start + step], dtype)
                 Z = self.forward(Xb, training=False)
-                if Z is Xb:
-                    Z = Z.copy()
+                if not backend.is_sparse(Xb) and backend.xp.may_share_memory(Z, Xb):
+                    Z = Z.copy()  # a view of the caller's data (identity layers)
                 if output is not None:
                     Z = output(Z)
                 chunks.append(Z if keep is not None else backend.to_numpy(Z))

@@ -22,9 +22,10 @@ from sknet.layers import (
     Dropout,
     Flatten,
     GlobalAvgPool2D,
-    Layer,
     MaxPool2D,
 )
+
+from tests.custom_layers import Scale
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -240,26 +241,6 @@ def test_grid_search_over_entries_of_the_layers_list(images):
     grid = GridSearchCV(clf, {"layers": [layer_list(), [Flatten(), Dense(16)]]}, cv=2)
     grid.fit(X_train, y_train)
     assert len(grid.cv_results_["params"]) == 2
-
-
-class Scale(Layer):
-    """A custom layer: multiplies by one learned scalar."""
-
-    def build(self, input_shape, *, backend, dtype, rng):
-        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        self.params = {"s": backend.xp.ones((1,), dtype=dtype)}
-        self.grads = {"s": backend.xp.zeros((1,), dtype=dtype)}
-        self.output_shape_ = self.input_shape_
-        return self.output_shape_
-
-    def forward(self, X, *, training):
-        if training:
-            self._cache["X"] = X
-        return X * self.params["s"]
-
-    def backward(self, dY):
-        self.grads["s"][...] = (dY * self._cache["X"]).sum()
-        return dY * self.params["s"]
 
 
 def test_custom_layers_train_and_pickle(images):

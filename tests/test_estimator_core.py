@@ -33,6 +33,8 @@ from sknet.callbacks import (
 )
 from sknet.layers import LSTM, Dense, Dropout, Embedding, Flatten, Layer
 
+from tests.custom_layers import Scale
+
 # Small max_iter everywhere: "not converged" is expected, not the subject here.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -386,22 +388,6 @@ def test_validation_monitor_without_validation_set_fails_before_training(
 
 
 # -- 7. the documented custom layer works ----------------------------------------------
-class Scale(Layer):
-    # The example of Layer's docstring, as written there.
-    def build(self, input_shape, *, backend, dtype, rng):
-        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        self.params = {"s": backend.xp.ones((1,), dtype=dtype)}
-        self.grads = {"s": backend.xp.zeros((1,), dtype=dtype)}
-        return input_shape
-    def forward(self, X, *, training):
-        if training:
-            self._cache["X"] = X
-        return X * self.params["s"]
-    def backward(self, dY):
-        self.grads["s"][...] = (dY * self._cache["X"]).sum()
-        return dY * self.params["s"]
-
-
 def test_documented_custom_layer_example_fits_and_predicts(data):
     X, X_test, y, _ = data
     clf = ConvNetClassifier(layers=[Flatten(), Dense(16, activation="relu"), Scale()],

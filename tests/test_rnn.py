@@ -12,6 +12,8 @@ from sknet import MLPClassifier, RNNClassifier, RNNRegressor
 from sknet.callbacks import EarlyStopping
 from sknet.layers import GRU, LSTM, Dense, Embedding, GlobalAvgPool1D, TimeDistributed
 
+from tests.conftest import needs_gpu
+
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 FAST = dict(units=(16,), learning_rate_init=0.01, random_state=0, device="cpu")
@@ -230,6 +232,24 @@ def test_trains_on_every_device(device, memory_task):
     clf = RNNClassifier(cell="gru", max_iter=20, **{**FAST, "device": device})
     clf.fit(X_train, y_train)
     assert clf.device_.startswith(device) and clf.score(X_test, y_test) > 0.6
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_token_ids_on_the_device_are_checked():
+    """CuPy token ids get the same range check as NumPy ones, on the device."""
+    import cupy as cp
+
+    rng = np.random.RandomState(0)
+    tokens = rng.randint(0, 10, (40, 6))
+    y = (tokens == 3).any(axis=1).astype(int)
+    clf = RNNClassifier(layers=[Embedding(10, 4), LSTM(4)], max_iter=2,
+                        device="cuda").fit(cp.asarray(tokens), y)
+    assert clf.input_shape_ == (6,)
+    with pytest.raises(ValueError, match="whole token ids"):
+        clf.predict(cp.asarray(tokens + 5))
+    with pytest.raises(ValueError, match="whole token ids"):
+        clf.fit(cp.asarray(tokens - 1), y)
 
 
 MNIST_DIR = os.environ.get("SKNET_MNIST_DIR")
