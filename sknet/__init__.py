@@ -17,7 +17,8 @@ def _trusted_types():
                Network, SklearnGlorotUniform, SGD, Adam]
     classes += list(LOSSES.values())
     classes += [getattr(layers, name) for name in layers.__all__ if name != "Layer"]
-    classes += [getattr(callbacks, name) for name in callbacks.__all__ if name != "Callback"]
+    classes += [cls for cls in map(lambda name: getattr(callbacks, name), callbacks.__all__)
+                if issubclass(cls, callbacks.Callback) and cls is not callbacks.Callback]
     return sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
 
 
