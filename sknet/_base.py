@@ -25,7 +25,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from sknet._convergence import ScikitLearnConvergence
+from sknet._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet._losses import make_loss
 from sknet._network import Network
 from sknet._optimizers import SGD, Adam
@@ -518,9 +518,11 @@ class BaseNeuralNetwork(BaseEstimator):
             raise Diverged("The weights became non-finite.")
 
     def _builtin_callbacks(self, incremental):
-        if self.solver == "lbfgs":
-            return []
-        return [ScikitLearnConvergence(incremental=incremental)]
+        """scikit-learn's reporting and convergence rules, before the user's callbacks."""
+        callbacks = [ScikitLearnLog()] if self.verbose else []
+        if self.solver in _STOCHASTIC_SOLVERS:
+            callbacks.append(ScikitLearnConvergence(incremental=incremental))
+        return callbacks
 
     def _initialize(self, n_features, n_outputs, backend, rng):
         """Build the network and reset every piece of fitted state (first fit)."""
@@ -625,7 +627,7 @@ class BaseNeuralNetwork(BaseEstimator):
         )
         self.loss_, self.n_iter_ = trainer.run_lbfgs(
             data, state, max_iter=self.max_iter, max_fun=self.max_fun, tol=self.tol,
-            verbose=bool(self.verbose), evaluate=make_evaluator(self, trainer, validation),
+            evaluate=make_evaluator(self, trainer, validation),
         )
 
     def _to_backend(self, backend, X, Y, sample_weight):

@@ -1,18 +1,22 @@
-"""scikit-learn's MLP rules between epochs, as a built-in callback.
+"""scikit-learn's MLP rules between epochs, as built-in callbacks.
 
-:class:`ScikitLearnConvergence` is what makes sknet's stochastic solvers end
-an epoch exactly as ``sklearn.neural_network.MLPClassifier`` does: it updates
-``n_iter_``, ``t_``, ``loss_``, ``loss_curve_``, ``best_loss_``,
-``validation_scores_`` and ``best_validation_score_``, prints scikit-learn's
-own lines when ``verbose`` is set (``Iteration 1, loss = 0.69314718``,
-``Validation score: 0.912000``, the convergence messages), counts epochs
-without ``tol`` improvement, and with ``early_stopping=True`` keeps the best
-weights and puts them back at the end (or when the loss becomes non-finite,
-with a ``ConvergenceWarning``, as scikit-learn 1.6+ ends such a fit).
+Two callbacks make sknet end an epoch exactly as
+``sklearn.neural_network.MLPClassifier`` does:
 
-The trainer calls it first, before the user's callbacks, through the same
-hooks they have (:class:`sknet.callbacks.Callback`); so a user's
-``EarlyStopping`` restores its own best weights after this one, and wins.
+- :class:`ScikitLearnLog` (reporting) prints scikit-learn's own lines when
+  ``verbose`` is set: ``Iteration 1, loss = 0.69314718`` and, with
+  ``early_stopping=True``, ``Validation score: 0.912000``.
+- :class:`ScikitLearnConvergence` (stochastic solvers) updates ``n_iter_``,
+  ``t_``, ``loss_``, ``loss_curve_``, ``best_loss_``, ``validation_scores_``
+  and ``best_validation_score_``, counts epochs without ``tol`` improvement
+  (the optimizer prints its convergence message), warns at ``max_iter``, and
+  with ``early_stopping=True`` keeps the best weights and puts them back at
+  the end (or when the loss becomes non-finite, with a ``ConvergenceWarning``,
+  as scikit-learn 1.6+ ends such a fit).
+
+The trainer calls them first, in that order, before the user's callbacks,
+through the same hooks they have (:class:`sknet.callbacks.Callback`); so a
+user's ``EarlyStopping`` restores its own best weights after these, and wins.
 """
 
 import warnings
@@ -21,6 +25,20 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sknet._training import BestWeights
 from sknet.callbacks import Callback
+
+
+class ScikitLearnLog(Callback):
+    """Print scikit-learn's per-iteration lines (``verbose`` set)."""
+
+    def on_train_begin(self, state):
+        self._first_epoch = len(state.history) + 1  # iterations count from 1 per fit
+
+    def on_epoch_end(self, state, epoch, logs):
+        print("Iteration %d, loss = %.8f" % (epoch - self._first_epoch + 1,
+                                             logs["train_loss"]))
+        if state.estimator.early_stopping and state.optimizer is not None:
+            print("Validation score: %f" % logs["valid_score"])
+        return False
 
 
 class ScikitLearnConvergence(Callback):
@@ -51,8 +69,6 @@ class ScikitLearnConvergence(Callback):
         est.loss_ = loss
         est.t_ += state.n_train_rows
         est.loss_curve_.append(loss)
-        if est.verbose:
-            print("Iteration %d, loss = %.8f" % (est.n_iter_, loss))
         self._count_no_improvement(state, logs)
         optimizer.iteration_ends(est.t_)
         if est._no_improvement_count > est.n_iter_no_change:
@@ -70,8 +86,6 @@ class ScikitLearnConvergence(Callback):
         if est.early_stopping:
             score = logs["valid_score"]
             est.validation_scores_.append(score)
-            if est.verbose:
-                print("Validation score: %f" % score)
             if score < est.best_validation_score_ + est.tol:
                 est._no_improvement_count += 1
             else:

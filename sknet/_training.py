@@ -394,7 +394,7 @@ class Trainer:
         return float(total) / weight_sum, np.concatenate(chunks)
 
     # -- L-BFGS -------------------------------------------------------------
-    def run_lbfgs(self, data, state, *, max_iter, max_fun, tol, verbose, evaluate=None):
+    def run_lbfgs(self, data, state, *, max_iter, max_fun, tol, evaluate=None):
         """Full-batch L-BFGS (SciPy); returns ``(loss, n_iter)``.
 
         Each iteration is an epoch for the callbacks. Ctrl-C keeps the last
@@ -430,7 +430,7 @@ class Trainer:
         try:
             x, loss, n_iter = minimize_lbfgs(
                 loss_and_grad, x0, max_iter=max_iter, max_fun=max_fun, tol=tol,
-                verbose=verbose, callback=end_iteration,
+                callback=end_iteration,
             )
             unpack(x)
         except KeyboardInterrupt:
