@@ -21,6 +21,7 @@ user's ``EarlyStopping`` restores its own best weights after these, and wins.
 
 import warnings
 
+import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from sknet._training import BestWeights
@@ -56,11 +57,16 @@ class ScikitLearnConvergence(Callback):
     def on_train_begin(self, state):
         est = state.estimator
         est.n_iter_ = 0
+        if est.early_stopping and est.validation_scores_ is None:  # switched on warm
+            est.validation_scores_, est.best_validation_score_ = [], -np.inf
+        if not est.early_stopping and est.best_loss_ is None:  # switched off warm
+            est.best_loss_ = np.inf
         self._converged = self._restored = False
         self._best = None
         if est.early_stopping:
             self._best = BestWeights()
-            self._best.save(state.network, None)  # scikit-learn starts from the initial weights
+            # scikit-learn keeps the initial weights until an epoch improves
+            self._best.save(state.network, None)
 
     def on_epoch_end(self, state, epoch, logs):
         est, optimizer = state.estimator, state.optimizer

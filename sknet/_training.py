@@ -305,7 +305,9 @@ class Trainer:
     # -- epochs ---------------------------------------------------------------
     def _start(self, state):
         self.state = state
-        state.extra_keys = tuple(k for cb in self.callbacks for k in getattr(cb, "provides", ()))
+        state.extra_keys = tuple(
+            key for callback in self.callbacks for key in getattr(callback, "provides", ())
+        )
 
     def notify(self, hook, *args):
         """Call ``hook`` on every callback in order; True if any asked to stop."""

@@ -82,7 +82,8 @@ def validation_set(est, X_val, y_val, sample_weight_val, validation_data):
         )
         if X_val is not None or y_val is not None:
             raise ValueError("Pass either validation_data or X_val/y_val, not both")
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        if (not isinstance(validation_data, (tuple, list))
+                or len(validation_data) not in (2, 3)):
             raise ValueError(
                 "validation_data must be a tuple (X_val, y_val) or (X_val, y_val, "
                 f"sample_weight_val), got {type(validation_data).__name__}"

@@ -142,6 +142,15 @@ def test_cold_refit_after_a_change_builds_the_new_network(data):
     assert clf.coefs_[0].shape == (64, 7)
 
 
+def test_warm_start_can_switch_early_stopping_on_and_off(data):
+    X, _, y, _ = data
+    clf = mlp(warm_start=True).fit(X, y)
+    clf.set_params(early_stopping=True).fit(X, y)
+    assert len(clf.validation_scores_) == clf.n_iter_ == 3
+    clf.set_params(early_stopping=False).fit(X, y)
+    assert clf.best_loss_ == min(clf.loss_curve_[-3:])
+
+
 # -- 2. a dtype change on warm start converts the whole state --------------------------
 def test_warm_start_dtype_change_converts_params_and_optimizer(data):
     X, _, y, _ = data
