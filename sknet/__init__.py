@@ -2,10 +2,9 @@
 
 __version__ = "0.1.0"
 
-from sknet import callbacks, layers  # noqa: E402
+from sknet import callbacks, layers, losses  # noqa: E402
 from sknet._convnet import ConvNetClassifier  # noqa: E402
 from sknet._init import SklearnGlorotUniform  # noqa: E402
-from sknet._losses import LOSSES  # noqa: E402
 from sknet._mlp import MLPClassifier, MLPRegressor  # noqa: E402
 from sknet._network import Network  # noqa: E402
 from sknet._optimizers import SGD, Adam  # noqa: E402
@@ -15,7 +14,8 @@ from sknet._rnn import RNNClassifier, RNNRegressor  # noqa: E402
 def _trusted_types():
     classes = [ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier, RNNRegressor,
                Network, SklearnGlorotUniform, SGD, Adam]
-    classes += list(LOSSES.values())
+    classes += [cls for cls in vars(losses).values()
+                if isinstance(cls, type) and issubclass(cls, losses.Loss) and cls is not losses.Loss]
     classes += [getattr(layers, name) for name in layers.__all__ if name != "Layer"]
     classes += [cls for cls in map(lambda name: getattr(callbacks, name), callbacks.__all__)
                 if issubclass(cls, callbacks.Callback) and cls is not callbacks.Callback]

@@ -26,7 +26,6 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet._convergence import ScikitLearnConvergence, ScikitLearnLog
-from sknet._losses import make_loss
 from sknet._network import Network
 from sknet._optimizers import SGD, Adam
 from sknet._training import BackendData, Diverged, Trainer, TrainingState, copy_callbacks
@@ -198,6 +197,27 @@ def fill_doc(cls, **sections):
             cls.__doc__ = cls.__doc__.replace(f"    %({name})s", text.strip("\n") + "\n")
 
 
+CLASSIFIER_LOSS_DOC = """
+    loss : {'log_loss', 'focal'} or Loss, default='log_loss'
+        The loss to minimize: the log-loss (scikit-learn's), ``'focal'``
+        (:class:`~sknet.losses.FocalLoss`, ``gamma=2``, for rare classes), or
+        any :class:`~sknet.losses.Loss` object, such as ``FocalLoss(gamma=1)``
+        or your own subclass; grid-search its parameters as ``loss__gamma``.
+"""
+
+REGRESSOR_LOSS_DOC = """
+    loss : {'squared_error', 'absolute_error', 'huber', 'quantile', \
+'poisson'} or Loss, default='squared_error'
+        The loss to minimize (see :mod:`sknet.losses`): half the squared
+        error, the absolute error (a median), Huber's loss
+        (:class:`~sknet.losses.Huber`, ``delta=1``: robust to outliers), the
+        pinball loss (:class:`~sknet.losses.Quantile`, ``quantile=0.5``; give
+        ``Quantile(0.9)`` for the 90th percentile), half the Poisson deviance
+        with a log link (exponential output; needs ``y >= 0``), or any
+        :class:`~sknet.losses.Loss` object; grid-search its parameters as
+        ``loss__delta``.
+"""
+
 CLASS_WEIGHT_DOC = """
     class_weight : dict, 'balanced' or None, default=None
         Weights of the classes, ``{label: weight}``, multiplied into
@@ -290,8 +310,8 @@ class BaseNeuralNetwork(BaseEstimator):
         """Return the unbuilt layers; the last must output ``n_outputs_`` values."""
 
     @abstractmethod
-    def _loss_name(self):
-        """scikit-learn's name of the loss to train with."""
+    def _make_loss(self):
+        """The loss to train with: ``loss`` resolved for the fitted targets."""
 
     @abstractmethod
     def _validate_input(self, X, y, incremental, reset):
@@ -382,14 +402,23 @@ class BaseNeuralNetwork(BaseEstimator):
     def _check_same_network(self):
         """A warm fit continues the same network: refuse changed parameters."""
         recorded = getattr(self, "_network_spec", {})
+        advice = ("warm_start and partial_fit continue the same network. Set it back, "
+                  "or fit with warm_start=False to build a new network.")
         for name, (digest, value) in self._network_signature().items():
             if name in recorded and recorded[name][0] != digest:
                 raise ValueError(
                     f"{name} changed from {_short_repr(recorded[name][1])} to "
                     f"{_short_repr(value)} since this {type(self).__name__} was fitted; "
-                    "warm_start and partial_fit continue the same network. Set it back, "
-                    "or fit with warm_start=False to build a new network."
+                    + advice
                 )
+        # Another loss may continue the network, unless it changes the output.
+        output = self._make_loss().out_activation
+        if output != self.out_activation_:
+            raise ValueError(
+                f"loss changed to {_short_repr(self.loss)} since this "
+                f"{type(self).__name__} was fitted, and with it the output activation "
+                f"({self.out_activation_!r} -> {output!r}); " + advice
+            )
 
     def _place_network(self):
         """Put the network on its device, or on the CPU when that is missing here."""
@@ -499,6 +528,7 @@ class BaseNeuralNetwork(BaseEstimator):
             self._initialize(X.shape[1], Y.shape[1], backend, rng)
         else:
             self.network_.to_backend(backend).astype(self._np_dtype)
+            self._loss = self._make_loss()  # new loss parameters take effect
         self.device_ = backend.name
         self.network_.reseed(self.t_)
         self.callbacks_ = copy_callbacks(self.callbacks)
@@ -545,7 +575,7 @@ class BaseNeuralNetwork(BaseEstimator):
             )
         self.network_ = network
         self._network_spec = self._network_signature()
-        self._loss = make_loss(self._loss_name())
+        self._loss = self._make_loss()
         self.out_activation_ = self._loss.out_activation
         self.history_ = []
         if self.solver in _STOCHASTIC_SOLVERS:

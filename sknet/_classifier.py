@@ -22,6 +22,7 @@ from sklearn.utils.multiclass import (
 )
 
 from sknet.backend import get_array_module, is_device_array
+from sknet.losses import CLASSIFIER_LOSSES, Loss, make_loss
 
 
 def _check_partial_fit_first_call(clf, classes):
@@ -46,6 +47,7 @@ class NetworkClassifierMixin(ClassifierMixin):
 
     _parameter_constraints: dict = {
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "loss": [StrOptions(set(CLASSIFIER_LOSSES)), Loss],
     }
 
     def _class_sample_weight(self, Y, incremental):
@@ -64,10 +66,8 @@ class NetworkClassifierMixin(ClassifierMixin):
             y = self.classes_[Y[:, 0].astype(np.int64) if Y.shape[1] == 1 else Y.argmax(axis=1)]
         return compute_sample_weight(self.class_weight, y)
 
-    def _loss_name(self):
-        return "log_loss" if self._label_binarizer.y_type_ == "multiclass" else (
-            "binary_log_loss"
-        )
+    def _make_loss(self):
+        return make_loss(self.loss, self._label_binarizer.y_type_)
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = self._validate_Xy(X, y, reset)

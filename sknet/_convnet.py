@@ -9,6 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
     CLASS_WEIGHT_DOC,
+    CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
@@ -174,6 +175,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         dtype="float32",
         callbacks=None,
         class_weight=None,
+        loss="log_loss",
     ):
         self.conv_filters = conv_filters
         self.kernel_size = kernel_size
@@ -210,6 +212,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight
+        self.loss = loss
 
     _network_parameters = ("conv_filters", "kernel_size", "pool_size", "dense_units",
                            "activation", "dropout", "batch_norm", "layers", "input_shape")
@@ -318,6 +321,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
 
 fill_doc(
     ConvNetClassifier,
-    parameters=_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC,
+    parameters=(_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC
+                + CLASSIFIER_LOSS_DOC),
     attributes=FITTED_ATTRIBUTES_DOC,
 )

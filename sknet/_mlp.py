@@ -7,6 +7,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
     CLASS_WEIGHT_DOC,
+    CLASSIFIER_LOSS_DOC,
+    REGRESSOR_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
@@ -205,6 +207,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         dtype="float32",
         callbacks=None,
         class_weight=None,
+        loss="log_loss",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -235,6 +238,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight
+        self.loss = loss
 
 class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
     """Multi-layer perceptron regressor, on NumPy or a CUDA GPU.
@@ -245,9 +249,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
 
     Parameters
     ----------
-    loss : {'squared_error', 'poisson'}, default='squared_error'
-        Half the squared error (identity output), or half the Poisson deviance
-        with a log link (exponential output; needs ``y >= 0``).
+    %(loss)s
     %(parameters)s
     Attributes
     ----------
@@ -281,7 +283,6 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         **_BaseMLP._parameter_constraints,
         **NetworkRegressorMixin._parameter_constraints,
     }
-    _network_parameters = _BaseMLP._network_parameters + ("loss",)
 
     def __init__(
         self,
@@ -348,11 +349,13 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
 
 fill_doc(
     MLPClassifier,
-    parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC,
+    parameters=(_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC
+                + CLASSIFIER_LOSS_DOC),
     attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )
 fill_doc(
     MLPRegressor,
+    loss=REGRESSOR_LOSS_DOC,
     parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
     attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )

@@ -7,27 +7,25 @@ from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 
+from sknet.losses import REGRESSOR_LOSSES, Loss, make_loss
+
 
 class NetworkRegressorMixin(RegressorMixin):
     """Regression on top of BaseNeuralNetwork; list it first in the bases."""
 
     _parameter_constraints: dict = {
-        "loss": [StrOptions({"squared_error", "poisson"})],
+        "loss": [StrOptions(set(REGRESSOR_LOSSES)), Loss],
     }
 
-    def _loss_name(self):
-        return self.loss
+    def _make_loss(self):
+        return make_loss(self.loss, "continuous")
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = self._validate_Xy(X, y, reset, y_numeric=True)
         if y.ndim == 2 and y.shape[1] == 1:
             y = column_or_1d(y, warn=True)
-        if self.loss == "poisson" and np.any(y < 0):
-            raise ValueError(
-                f"loss='poisson' requires y >= 0, but y has values down to "
-                f"{y.min()}."
-            )
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
+        self._make_loss().check_target(Y)
         return X, Y
 
     def _validation_score(self, Y_true, P, sample_weight):

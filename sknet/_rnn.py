@@ -8,6 +8,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet._base import (
     CLASS_WEIGHT_DOC,
+    CLASSIFIER_LOSS_DOC,
+    REGRESSOR_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
@@ -287,6 +289,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         dtype="float32",
         callbacks=None,
         class_weight=None,
+        loss="log_loss",
     ):
         self.cell = cell
         self.units = units
@@ -324,6 +327,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight
+        self.loss = loss
 
 
 class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
@@ -334,8 +338,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
 
     Parameters
     ----------
-    loss : {'squared_error', 'poisson'}, default='squared_error'
-        As in :class:`MLPRegressor`.
+    %(loss)s
     %(parameters)s
     Attributes
     ----------
@@ -361,7 +364,6 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         **_BaseRNN._parameter_constraints,
         **NetworkRegressorMixin._parameter_constraints,
     }
-    _network_parameters = _BaseRNN._network_parameters + ("loss",)
 
     def __init__(
         self,
@@ -443,11 +445,13 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
 
 fill_doc(
     RNNClassifier,
-    parameters=_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC,
+    parameters=(_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC
+                + CLASSIFIER_LOSS_DOC),
     attributes=_RNN_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )
 fill_doc(
     RNNRegressor,
+    loss=REGRESSOR_LOSS_DOC,
     parameters=_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
     attributes=_RNN_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )

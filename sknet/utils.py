@@ -1,4 +1,4 @@
-"""Utilities for people writing their own layers."""
+"""Utilities for people writing their own layers and losses."""
 
 import copy
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from sknet.backend import get_backend
 
-__all__ = ["check_layer_gradients"]
+__all__ = ["check_layer_gradients", "check_loss_gradients"]
 
 
 def _run(layer, X, R):
@@ -138,3 +138,102 @@ def check_layer_gradients(
             f"all errors: {errors}"
         )
     return errors
+
+
+def _loss_problem(loss, rng, n_samples, n_outputs):
+    """Raw outputs and targets in the domain of ``loss``'s output activation."""
+    Z = rng.standard_normal((n_samples, n_outputs)) * 2
+    kind = loss.out_activation
+    if kind == "softmax":
+        Y = np.eye(n_outputs)[rng.randint(n_outputs, size=n_samples)]
+    elif kind == "logistic":
+        Y = (rng.rand(n_samples, n_outputs) > 0.5).astype(np.float64)
+    elif kind == "exp":
+        Y = rng.poisson(2.0, size=(n_samples, n_outputs)).astype(np.float64)
+    else:
+        Y = rng.standard_normal((n_samples, n_outputs)) * 2
+    return Z, Y
+
+
+def check_loss_gradients(
+    loss,
+    *,
+    target_type=None,
+    n_samples=5,
+    n_outputs=3,
+    eps=1e-6,
+    tol=1e-5,
+    random_state=0,
+    device="cpu",
+):
+    """Check a loss's gradient against finite differences, in float64.
+
+    The loss is evaluated as training evaluates it: the sample-weighted mean
+    of :meth:`~sknet.losses.Loss.loss_and_gradient`'s values, with random
+    positive weights, and its gradient with respect to the raw outputs ``Z``
+    is compared with central differences of that mean. Targets are drawn to
+    suit the output activation (one-hot for softmax, 0/1 for logistic,
+    counts for exp, normal otherwise).
+
+    Parameters
+    ----------
+    loss : Loss or str
+        The loss (copied, never modified), or a stock loss's name.
+    target_type : str, default=None
+        Passed to :meth:`~sknet.losses.Loss.for_target` first, e.g.
+        ``'binary'`` to check the logistic form of a classification loss.
+    n_samples, n_outputs : int, default=5, 3
+        Shape of ``Z``.
+    eps : float, default=1e-6
+        Finite-difference step.
+    tol : float, default=1e-5
+        Largest accepted error, relative to the largest gradient entry.
+    random_state : int, default=0
+        Seeds ``Z``, the targets and the weights.
+    device : str or Backend, default='cpu'
+        Where to evaluate the loss.
+
+    Returns
+    -------
+    error : float
+        The worst relative error.
+
+    Raises
+    ------
+    AssertionError
+        If the error exceeds ``tol``.
+
+    Examples
+    --------
+    >>> from sknet.losses import Huber
+    >>> from sknet.utils import check_loss_gradients
+    >>> check_loss_gradients(Huber(delta=0.5)) < 1e-6
+    True
+    """
+    from sknet.losses import make_loss
+
+    loss = make_loss(loss, target_type)
+    backend = get_backend(device) if isinstance(device, str) else device
+    rng = np.random.RandomState(random_state)
+    Z, Y = _loss_problem(loss, rng, n_samples, n_outputs)
+    w = rng.uniform(0.2, 2.0, n_samples)
+    Y_dev, w_dev = backend.asarray(Y), backend.asarray(w)
+
+    def value(z):
+        return float(loss(backend.asarray(z), Y_dev, w_dev)[0])
+
+    analytic = backend.to_numpy(loss(backend.asarray(Z), Y_dev, w_dev)[1]).copy()
+    numeric = np.zeros_like(Z)
+    for idx in np.ndindex(*Z.shape):
+        plus, minus = Z.copy(), Z.copy()
+        plus[idx] += eps
+        minus[idx] -= eps
+        numeric[idx] = (value(plus) - value(minus)) / (2 * eps)
+    scale = max(np.abs(numeric).max(), np.abs(analytic).max())
+    error = 0.0 if scale == 0 else float(np.abs(analytic - numeric).max() / scale)
+    if not error <= tol:
+        raise AssertionError(
+            f"{type(loss).__name__}: the gradient is off by {error:.3g} relative to "
+            f"finite differences (tol={tol:g})"
+        )
+    return error

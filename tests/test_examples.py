@@ -27,6 +27,11 @@ def test_convnet_digits():
     assert "Grid search over the layer list" in run_example("convnet_digits.py")
 
 
+def test_custom_losses():
+    out = run_example("custom_losses.py")
+    assert "huber (delta=1)" in out and "LogCosh regressor" in out
+
+
 def test_plot_learning_curves(tmp_path):
     pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
     out = run_example("plot_learning_curves.py", str(tmp_path / "curves.png"))

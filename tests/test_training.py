@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sknet._losses import make_loss
+from sknet.losses import make_loss
 from sknet._network import Network
 from sknet._optimizers import SGD, Adam
 from sknet._training import BackendData, BestWeights, Diverged, Trainer, TrainingState
