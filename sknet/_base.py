@@ -38,6 +38,7 @@ from sknet._validation import (
     validation_split,
 )
 from sknet.backend import get_backend, is_device_array
+from sknet.layers import Layer
 
 _STOCHASTIC_SOLVERS = ("sgd", "adam")
 
@@ -232,11 +233,18 @@ class SknetVersionWarning(UserWarning):
 
 
 def _canonical(value):
-    """``value`` with lists as tuples and NumPy scalars as Python ones (for hashing)."""
+    """``value`` as a fingerprint sees it: lists as tuples, NumPy scalars as Python
+    ones, layers as their type and parameters (``trainable`` and ``lr_scale``
+    left out: they say how a network trains, not what it is)."""
     if isinstance(value, (list, tuple)):
         return tuple(_canonical(v) for v in value)
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, Layer):
+        params = value.get_params(deep=False)
+        return (type(value).__module__, type(value).__qualname__) + tuple(
+            (k, _canonical(v)) for k, v in sorted(params.items())
+            if k not in ("trainable", "lr_scale"))
     return value
 
 
@@ -590,7 +598,9 @@ class BaseNeuralNetwork(BaseEstimator):
                 self.validation_scores_ = None
                 self.best_validation_score_ = None
 
-    def _make_optimizer(self, params, backend):
+    def _make_optimizer(self, trainer):
+        """The optimizer over the trainer's parameter segments (kept across warm fits)."""
+        params, backend = trainer.param_segments, trainer.backend
         if self.solver == "sgd":
             cls, hyper = SGD, dict(
                 learning_rate_init=self.learning_rate_init,
@@ -609,10 +619,13 @@ class BaseNeuralNetwork(BaseEstimator):
         optimizer = getattr(self, "_optimizer", None)
         if type(optimizer) is cls:
             # warm_start / partial_fit: keep moments and velocities.
-            optimizer.rebind(params, backend)
+            optimizer.rebind(params, backend, layout=trainer.layout)
             optimizer.set_hyperparameters(**hyper)
-            return optimizer
-        return cls(params, backend, **hyper)
+        else:
+            optimizer = cls(params, backend, **hyper)
+            optimizer.layout = trainer.layout
+        optimizer.lr_scales = trainer.lr_scales
+        return optimizer
 
     def _resolve_batch_size(self, n_train):
         if self.batch_size == "auto":
@@ -635,7 +648,7 @@ class BaseNeuralNetwork(BaseEstimator):
         n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
         batch_size = used["batch_size"] = self._resolve_batch_size(n_train)
         data = self._to_backend(trainer.backend, X, Y, sample_weight)
-        self._optimizer = self._make_optimizer([trainer.flat_params], trainer.backend)
+        self._optimizer = self._make_optimizer(trainer)
         state = TrainingState(
             self, self.network_, self._optimizer, n_train_rows=n_train,
             batch_size=batch_size, history=self.history_,

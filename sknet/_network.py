@@ -96,9 +96,26 @@ class Network:
         return X
 
     def backward(self, dY):
-        """Back-propagate ``dY`` (the gradient of the outputs); layers write ``grads``."""
-        for layer in reversed(self.layers):
+        """Back-propagate ``dY`` (the gradient of the outputs); layers write ``grads``.
+
+        Nothing runs below the lowest trainable layer (see
+        :meth:`prepare_training`): frozen layers there need no gradient.
+        """
+        for layer in reversed(self.layers[self.__dict__.get("_backward_from", 0):]):
             dY = layer.backward(dY)
+
+    def trainable_layers(self):
+        """Indices of the layers whose parameters training updates."""
+        return [i for i, layer in enumerate(self.layers)
+                if layer.params and layer.trainable]
+
+    def prepare_training(self):
+        """Make backward stop at the lowest trainable layer (which skips its dX)."""
+        trainable = self.trainable_layers()
+        start = trainable[0] if trainable else len(self.layers)
+        for i, layer in enumerate(self.layers):
+            layer.skip_input_grad = i <= start
+        self._backward_from = start
 
     def input_mask(self, X):
         """Which steps of a batch of sequences are real; ``None`` without padding."""
@@ -187,6 +204,7 @@ class Network:
         """Drop training caches, buffers and gradients; keep the weights."""
         for layer in self.layers:
             layer.release()
+        self.__dict__.pop("_backward_from", None)
 
     # -- pickling: layers pickle as NumPy; the backend by name ----------------
     def __getstate__(self):

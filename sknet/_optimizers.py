@@ -49,16 +49,50 @@ class StochasticOptimizer(ABC):
     def _tmp_like(self, p):
         return self._tmp[: p.size].reshape(p.shape)
 
-    def rebind(self, params, backend):
+    def rebind(self, params, backend, layout=None):
         """Point at new parameter arrays (after a move, a cast or unpickling).
 
         The state moves to ``backend`` and takes the parameters' dtype, so a
-        warm fit in another dtype never mixes precisions.
+        warm fit in another dtype never mixes precisions. ``layout`` (one
+        tuple of ``(layer, key, size)`` per array, from the trainer) says
+        which parameter each part of an array holds: when layers were frozen
+        or unfrozen, or ``lr_scale`` regrouped them, each parameter keeps its
+        state, and a newly trained one starts from zero.
         """
+        old_layout = self.__dict__.get("layout")
         self._bind(params, backend)
-        for name in self.state_names:
-            setattr(self, name, [backend.asarray(s, p.dtype)
-                                 for s, p in zip(getattr(self, name), self.params)])
+        if layout is not None and old_layout is not None and list(layout) != list(old_layout):
+            for name in self.state_names:
+                setattr(self, name, self._remap(getattr(self, name), old_layout, layout))
+        else:
+            for name in self.state_names:
+                setattr(self, name, [backend.asarray(s, p.dtype)
+                                     for s, p in zip(getattr(self, name), self.params)])
+        if layout is not None:
+            self.layout = layout
+
+    def _remap(self, states, old_layout, layout):
+        pieces = {}
+        for state, segment in zip(states, old_layout):
+            offset = 0
+            for layer, key, size in segment:
+                pieces[(layer, key)] = state[offset : offset + size]
+                offset += size
+        remapped = []
+        for param, segment in zip(self.params, layout):
+            new = self.backend.xp.zeros_like(param)
+            offset = 0
+            for layer, key, size in segment:
+                if (layer, key) in pieces and pieces[(layer, key)].size == size:
+                    new[offset : offset + size] = self.backend.asarray(pieces[(layer, key)])
+                offset += size
+            remapped.append(new)
+        return remapped
+
+    def _scaled(self, lr):
+        """The learning rate of each parameter array (``lr_scale`` applied)."""
+        scales = self.__dict__.get("lr_scales") or [1.0] * len(self.params)
+        return [lr * scale for scale in scales]
 
     @abstractmethod
     def step(self, grads):
@@ -161,8 +195,9 @@ class SGD(StochasticOptimizer):
 
     def step(self, grads):
         update = self.backend.sgd_update
-        lr, momentum, nesterov = self.learning_rate, self.momentum, self.nesterov
-        for p, g, vel in zip(self.params, grads, self.velocities):
+        momentum, nesterov = self.momentum, self.nesterov
+        for p, g, vel, lr in zip(self.params, grads, self.velocities,
+                                 self._scaled(self.learning_rate)):
             update(p, g, vel, lr, momentum, nesterov, self._tmp_like(p))
 
     def iteration_ends(self, time_step):
@@ -227,8 +262,9 @@ class Adam(StochasticOptimizer):
         self.learning_rate = (
             self.learning_rate_init * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
         )
-        update, lr, eps = self.backend.adam_update, self.learning_rate, self.epsilon
-        for p, g, m, v in zip(self.params, grads, self.ms, self.vs):
+        update, eps = self.backend.adam_update, self.epsilon
+        for p, g, m, v, lr in zip(self.params, grads, self.ms, self.vs,
+                                  self._scaled(self.learning_rate)):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
 
 

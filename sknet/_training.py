@@ -187,32 +187,57 @@ class Trainer:
         return self.network.backend
 
     def _lay_out_parameters(self):
-        """Put all parameters and gradients in two flat arrays on the backend.
+        """Put the trainable parameters and their gradients in two flat arrays.
 
         Layers keep their ``params``/``grads`` dicts, whose entries become
         views of the flat arrays; the optimizer then updates every parameter
         with a few whole-array operations (one fused kernel on a GPU) per step.
-        Regularized parameters come first, so the L2 term is one slice.
+        Parameters are grouped in one segment per ``lr_scale`` (usually one),
+        regularized ones first in each, so the L2 term is one slice a segment.
+        Frozen layers stay out: no gradient, no optimizer state, no penalty.
         """
         xp, dtype = self.backend.xp, self.network.dtype
-        entries = [(layer, key) for layer in self.network.layers for key in layer.params]
-        entries.sort(key=lambda entry: entry[1] not in entry[0].regularized)
-        total = sum(int(layer.params[key].size) for layer, key in entries)
+        trainable = set(self.network.trainable_layers())
+        groups = {}
+        for i, layer in enumerate(self.network.layers):
+            layer.grads.clear()  # in place: containers share the dict with inner layers
+            if i not in trainable:
+                for key, param in layer.params.items():
+                    if param.base is not None:  # detach from an earlier fit's flat array
+                        layer.params[key] = param = param.copy()
+                    layer.grads[key] = xp.zeros_like(param)  # scratch for custom layers
+                continue
+            for key in layer.params:
+                groups.setdefault(float(layer.lr_scale), []).append((i, layer, key))
+        total = sum(int(layer.params[key].size) for entries in groups.values()
+                    for _, layer, key in entries)
         self.flat_params = xp.empty(total, dtype=dtype)
         self.flat_grads = xp.zeros(total, dtype=dtype)
-        self._grad_views, self._n_regularized, offset = [], 0, 0
-        for layer in self.network.layers:
-            layer.grads = {}
-        for layer, key in entries:
-            param = layer.params[key]
-            stop = offset + int(param.size)
-            self.flat_params[offset:stop] = param.reshape(-1)
-            layer.params[key] = self.flat_params[offset:stop].reshape(param.shape)
-            layer.grads[key] = self.flat_grads[offset:stop].reshape(param.shape)
-            self._grad_views.append((layer, key, layer.grads[key]))
-            if key in layer.regularized:
-                self._n_regularized = stop
-            offset = stop
+        self.param_segments, self.grad_segments, self.lr_scales = [], [], []
+        self.layout, self.regularized_ranges, self._grad_views = [], [], []
+        offset = 0
+        for scale, entries in groups.items():
+            entries.sort(key=lambda entry: entry[2] not in entry[1].regularized)
+            start = regularized_stop = offset
+            segment = []
+            for i, layer, key in entries:
+                param = layer.params[key]
+                stop = offset + int(param.size)
+                self.flat_params[offset:stop] = param.reshape(-1)
+                layer.params[key] = self.flat_params[offset:stop].reshape(param.shape)
+                layer.grads[key] = self.flat_grads[offset:stop].reshape(param.shape)
+                self._grad_views.append((layer, key, layer.grads[key]))
+                if key in layer.regularized:
+                    regularized_stop = stop
+                segment.append((i, key, int(param.size)))
+                offset = stop
+            self.param_segments.append(self.flat_params[start:offset])
+            self.grad_segments.append(self.flat_grads[start:offset])
+            self.lr_scales.append(scale)
+            self.layout.append(tuple(segment))
+            if regularized_stop > start:
+                self.regularized_ranges.append((start, regularized_stop))
+        self.network.prepare_training()
 
     def _check_grad_views(self):
         """Fail clearly if a (custom) layer replaced a gradient array."""
@@ -230,11 +255,11 @@ class Trainer:
         Z = self.network.forward(X, training=True)
         loss, dZ = self.loss(Z, Y, sample_weight, sw_sum)
         self.network.backward(dZ)
-        if self.alpha > 0 and self._n_regularized:
-            W = self.flat_params[: self._n_regularized]
-            gW = self.flat_grads[: self._n_regularized]
-            self.backend.add_scaled(gW, W, self.alpha / sw_sum)
-            loss = loss + (0.5 * self.alpha / sw_sum) * self.backend.xp.vdot(W, W)
+        if self.alpha > 0:
+            for start, stop in self.regularized_ranges:
+                W, gW = self.flat_params[start:stop], self.flat_grads[start:stop]
+                self.backend.add_scaled(gW, W, self.alpha / sw_sum)
+                loss = loss + (0.5 * self.alpha / sw_sum) * self.backend.xp.vdot(W, W)
         return loss
 
     def _batch(self, data, order, start, stop):
@@ -262,6 +287,7 @@ class Trainer:
         ----------
         data : BackendData
         optimizer : StochasticOptimizer
+            Over :attr:`param_segments` (one array per ``lr_scale``).
         batch_size : int
         order : backend array of int, default=None
             Row indices to visit, in order; ``None`` visits rows as stored.
@@ -281,7 +307,7 @@ class Trainer:
         xp = self.backend.xp
         n = data.X.shape[0] if order is None else order.shape[0]
         total = xp.zeros((), dtype=np.float64)
-        grads = [self.flat_grads]
+        grads = self.grad_segments
         for i, start in enumerate(range(0, n, batch_size)):
             if n_batches is not None and i >= n_batches:
                 break

@@ -61,7 +61,7 @@ def test_params_and_grads_are_views_of_the_flat_arrays(backend):
     # the regularized parameters (the two W) come first, in layer order
     W0, W2 = network.layers[0].params["W"], network.layers[2].params["W"]
     n_reg = W0.size + W2.size
-    assert trainer._n_regularized == n_reg
+    assert trainer.regularized_ranges == [(0, n_reg)]
     assert_array_equal(host(backend, trainer.flat_params[:n_reg]),
                        np.concatenate([before[0, "W"].ravel(), before[2, "W"].ravel()]))
     # and writing the flat array writes the layers' parameters
@@ -86,7 +86,8 @@ def test_loss_and_gradients_match_finite_differences(backend):
     flat, eps = trainer.flat_params, 1e-6
     n = flat.shape[0]
     # entries of both W (regularized, first) and of the biases (last)
-    for i in (0, 5, trainer._n_regularized - 1, trainer._n_regularized, n - 1):
+    n_reg = trainer.regularized_ranges[0][1]
+    for i in (0, 5, n_reg - 1, n_reg, n - 1):
         value = float(flat[i])
         flat[i] = value + eps
         up = loss_at()

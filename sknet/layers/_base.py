@@ -1,5 +1,7 @@
 """The Layer contract every built-in and user layer follows."""
 
+from numbers import Real
+
 import numpy as np
 from sklearn.base import BaseEstimator
 
@@ -28,6 +30,11 @@ class Layer(BaseEstimator):
         Overwrite (never accumulate into) ``self.grads``; may overwrite ``dY``.
         May return ``None`` when ``self.skip_input_grad`` is true (the first
         layer of a network: nobody needs the gradient of the data).
+
+    A layer with parameters takes ``trainable`` and ``lr_scale`` in ``__init__``
+    (they default to True and 1.0 here); its ``backward`` skips the weight
+    gradients when ``trainable`` is False (a layer that writes them anyway
+    gets throw-away arrays).
 
     Everything else the network uses has a default here: ``values_per_sample``
     (prediction chunk sizing, from ``output_shape_``), ``release``,
@@ -75,6 +82,11 @@ class Layer(BaseEstimator):
 
     #: Whether :meth:`forward` accepts a sparse matrix (only a first layer gets one).
     accepts_sparse = False
+    #: Whether ``fit`` trains the parameters; layers with parameters take it in
+    #: ``__init__``. A frozen layer's ``backward`` need not write ``grads``.
+    trainable = True
+    #: Multiplier of the optimizer's step for this layer's parameters.
+    lr_scale = 1.0
     #: Names of parameters that receive the L2 penalty ``alpha``.
     regularized = ()
     #: Set on the first layer of a network: ``backward`` need not compute dX.
@@ -82,6 +94,10 @@ class Layer(BaseEstimator):
 
     def build(self, input_shape, *, backend, dtype, rng):
         """Record the backend and shapes; subclasses create parameters after."""
+        if not isinstance(self.trainable, (bool, np.bool_)):
+            raise ValueError(f"trainable must be True or False, got {self.trainable!r}")
+        if not isinstance(self.lr_scale, Real) or not self.lr_scale > 0:
+            raise ValueError(f"lr_scale must be a positive number, got {self.lr_scale!r}")
         self.backend_ = backend
         self.dtype_ = np.dtype(dtype)
         self.input_shape_ = tuple(int(d) for d in input_shape)

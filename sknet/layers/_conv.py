@@ -94,6 +94,11 @@ class Conv2D(Layer):
     init : {'he_uniform', 'glorot_uniform'} or callable, default='he_uniform'
         Initializer, with ``fan_in = C * kh * kw`` and
         ``fan_out = filters * kh * kw``.
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Attributes
     ----------
@@ -118,6 +123,8 @@ class Conv2D(Layer):
         activation=None,
         use_bias=True,
         init="he_uniform",
+        trainable=True,
+        lr_scale=1.0,
     ):
         self.filters = filters
         self.kernel_size = kernel_size
@@ -126,6 +133,8 @@ class Conv2D(Layer):
         self.activation = activation
         self.use_bias = use_bias
         self.init = init
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
@@ -199,9 +208,10 @@ class Conv2D(Layer):
         N = dY.shape[0]
         F, OH, OW = self.output_shape_
         dZm = self._buffer("dZm", (F * col.shape[1],)).reshape(F, -1)
-        db = self.grads["b"] if self.use_bias else None
+        db = self.grads["b"] if self.use_bias and self.trainable else None
         backend.conv_output_grad(dY, cache["Y"], act, dZm, db)
-        xp.matmul(dZm, col.T, out=self.grads["W"].reshape(F, -1))
+        if self.trainable:
+            xp.matmul(dZm, col.T, out=self.grads["W"].reshape(F, -1))
         if self.skip_input_grad:
             return None
         C, H, W = self.input_shape_

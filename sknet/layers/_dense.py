@@ -35,6 +35,11 @@ class Dense(Layer):
         Initializer; ``'glorot_uniform'`` is scikit-learn's MLP initialization.
         A callable is called as ``init(rng, weight_shape, n_biases, fan_in,
         fan_out, activation)`` and returns float64 NumPy arrays ``(W, b)``.
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Attributes
     ----------
@@ -51,11 +56,14 @@ class Dense(Layer):
     accepts_sparse = True
     regularized = ("W",)
 
-    def __init__(self, units, activation=None, *, use_bias=True, init="glorot_uniform"):
+    def __init__(self, units, activation=None, *, use_bias=True, init="glorot_uniform",
+                 trainable=True, lr_scale=1.0):
         self.units = units
         self.activation = activation
         self.use_bias = use_bias
         self.init = init
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
@@ -99,11 +107,12 @@ class Dense(Layer):
             dY = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
             act = "identity"
         # the activation's gradient in place, and the bias gradient, in one call
+        train = self.trainable
         dZ = backend.bias_activation_grad(
-            dY, cache["Y"], act, self.grads["b"] if self.use_bias else None
+            dY, cache["Y"], act, self.grads["b"] if self.use_bias and train else None
         )
-        X = cache["X"]
-        backend.matmul(X.T, dZ, out=self.grads["W"])
+        if train:
+            backend.matmul(cache["X"].T, dZ, out=self.grads["W"])
         if self.skip_input_grad:
             return None
         dX = self._buffer("dX", (dZ.shape[0], self.input_shape_[0]))

@@ -21,6 +21,11 @@ class BatchNorm(Layer):
         Weight of the old value in the running averages.
     epsilon : float, default=1e-5
         Added to the variance before the square root.
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Attributes
     ----------
@@ -35,9 +40,11 @@ class BatchNorm(Layer):
     same as input.
     """
 
-    def __init__(self, momentum=0.9, epsilon=1e-5):
+    def __init__(self, momentum=0.9, epsilon=1e-5, *, trainable=True, lr_scale=1.0):
         self.momentum = momentum
         self.epsilon = epsilon
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
@@ -71,10 +78,13 @@ class BatchNorm(Layer):
     def forward(self, X, *, training):
         shape = self._param_shape
         gamma, beta = self.params["gamma"].reshape(shape), self.params["beta"].reshape(shape)
-        if not training:
+        if not training or not self.trainable:
+            # Frozen means frozen: running statistics used, never updated.
             mean = self.state["running_mean"].reshape(shape)
-            var = self.state["running_var"].reshape(shape)
-            return (X - mean) * (gamma / self.xp.sqrt(var + self.epsilon)) + beta
+            scale = gamma / self.xp.sqrt(self.state["running_var"].reshape(shape) + self.epsilon)
+            if training:
+                self._cache = {"scale": scale}
+            return (X - mean) * scale + beta
         mean = X.mean(axis=self._axes, keepdims=True)
         centered = X - mean
         var = (centered * centered).mean(axis=self._axes, keepdims=True)
@@ -92,6 +102,8 @@ class BatchNorm(Layer):
 
     def backward(self, dY):
         cache, axes = self._cache, self._axes
+        if "scale" in cache:  # frozen: an affine map with fixed statistics
+            return dY * cache["scale"]
         xhat, inv_std, m = cache["xhat"], cache["inv_std"], cache["m"]
         self.grads["gamma"][...] = (dY * xhat).sum(axis=axes)
         self.grads["beta"][...] = dY.sum(axis=axes)

@@ -40,10 +40,13 @@ class _Recurrent(Layer):
     #: number of gates (blocks of ``units`` columns in W, U and b)
     n_gates = 1
 
-    def __init__(self, units, *, return_sequences=False, bidirectional=False):
+    def __init__(self, units, *, return_sequences=False, bidirectional=False,
+                 trainable=True, lr_scale=1.0):
         self.units = units
         self.return_sequences = return_sequences
         self.bidirectional = bidirectional
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     @property
     def regularized(self):
@@ -140,9 +143,10 @@ class _Recurrent(Layer):
                 dP[:, t] = dz
                 h_prev_all[:, t] = record["h_prev"]
             dP2 = dP.reshape(N * T, -1)
-            xp.matmul(X.reshape(N * T, F).T, dP2, out=self.grads["W" + d])
-            self.grads["b" + d][...] = dP2.sum(axis=0)
-            self._recurrent_grads(xp, h_prev_all.reshape(N * T, H), dP2, d, records)
+            if self.trainable:
+                xp.matmul(X.reshape(N * T, F).T, dP2, out=self.grads["W" + d])
+                self.grads["b" + d][...] = dP2.sum(axis=0)
+                self._recurrent_grads(xp, h_prev_all.reshape(N * T, H), dP2, d, records)
             if not self.skip_input_grad:
                 dXd = (dP2 @ self.params["W" + d].T).reshape(N, T, F)
                 dX = dXd if dX is None else dX + dXd
@@ -178,6 +182,11 @@ class SimpleRNN(_Recurrent):
     bidirectional : bool, default=False
         Also run over the reversed sequence; the two outputs are concatenated
         (``2 * units`` features).
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Notes
     -----
@@ -185,8 +194,9 @@ class SimpleRNN(_Recurrent):
     """
 
     def __init__(self, units, *, activation="tanh", return_sequences=False,
-                 bidirectional=False):
-        super().__init__(units, return_sequences=return_sequences, bidirectional=bidirectional)
+                 bidirectional=False, trainable=True, lr_scale=1.0):
+        super().__init__(units, return_sequences=return_sequences, bidirectional=bidirectional,
+                         trainable=trainable, lr_scale=lr_scale)
         self.activation = activation
 
     def build(self, input_shape, *, backend, dtype, rng):
@@ -231,6 +241,11 @@ class LSTM(_Recurrent):
         of the last one ``(batch, units)``.
     bidirectional : bool, default=False
         Also run over the reversed sequence; the two outputs are concatenated.
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Notes
     -----
@@ -332,11 +347,12 @@ class LSTM(_Recurrent):
                     xp.copyto(dh_prev, dh, where=~real[:, None])
                 dh = dh_prev
             flat = dG.reshape(T * N, 4 * H)
-            # d[U; W; b] = A^T dG over every step at once; rows split by parameter
-            stacked = xp.matmul(A[:T].reshape(T * N, H + F + 1).T, flat)
-            self.grads["U" + d][...] = stacked[:H]
-            self.grads["W" + d][...] = stacked[H : H + F]
-            self.grads["b" + d][...] = stacked[H + F]
+            if self.trainable:
+                # d[U; W; b] = A^T dG over every step at once; rows split by parameter
+                stacked = xp.matmul(A[:T].reshape(T * N, H + F + 1).T, flat)
+                self.grads["U" + d][...] = stacked[:H]
+                self.grads["W" + d][...] = stacked[H : H + F]
+                self.grads["b" + d][...] = stacked[H + F]
             if not self.skip_input_grad:
                 dXd = (flat @ self.params["W" + d].T).reshape(T, N, F)
                 dXd = (dXd if d == "" else dXd[::-1]).transpose(1, 0, 2)
@@ -359,6 +375,11 @@ class GRU(_Recurrent):
         Output the state at every step instead of the last one.
     bidirectional : bool, default=False
         Also run over the reversed sequence; the two outputs are concatenated.
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Notes
     -----

@@ -17,6 +17,11 @@ class Embedding(Layer):
         Size of the vocabulary: ids run from 0 to ``input_dim - 1``.
     output_dim : int
         Length of each vector.
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
 
     Attributes
     ----------
@@ -30,9 +35,11 @@ class Embedding(Layer):
     It is always a first layer: there is no gradient with respect to ids.
     """
 
-    def __init__(self, input_dim, output_dim):
+    def __init__(self, input_dim, output_dim, *, trainable=True, lr_scale=1.0):
         self.input_dim = input_dim
         self.output_dim = output_dim
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
@@ -70,6 +77,8 @@ class Embedding(Layer):
         return self.params["E"][ids]
 
     def backward(self, dY):
+        if not self.trainable:
+            return None
         gE = self.grads["E"]
         gE[...] = 0
         self.backend_.scatter_add_rows(
@@ -95,6 +104,16 @@ class TimeDistributed(Layer):
 
     def __init__(self, layer):
         self.layer = layer
+
+    @property
+    def trainable(self):
+        """The inner layer's ``trainable``."""
+        return getattr(self.layer, "trainable", True)
+
+    @property
+    def lr_scale(self):
+        """The inner layer's ``lr_scale``."""
+        return getattr(self.layer, "lr_scale", 1.0)
 
     @property
     def regularized(self):
@@ -135,6 +154,13 @@ class TimeDistributed(Layer):
     def release(self):
         super().release()
         self.inner_.release()
+        self._share()
+
+    def astype(self, dtype):
+        self.inner_.astype(dtype)
+        super().astype(dtype)
+        self._share()
+        return self
 
     def to_backend(self, backend):
         self.inner_.to_backend(backend)
