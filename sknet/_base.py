@@ -536,6 +536,7 @@ class BaseNeuralNetwork(BaseEstimator):
             self._initialize(X.shape[1], Y.shape[1], backend, rng)
         else:
             self.network_.to_backend(backend).astype(self._np_dtype)
+            self.network_.take_training_flags(self._build_layers())  # (un)freezing
             self._loss = self._make_loss()  # new loss parameters take effect
         self.device_ = backend.name
         self.network_.reseed(self.t_)

@@ -18,6 +18,7 @@ prediction chunks), ``release``, ``to_backend`` and ``reseed``.
 import numpy as np
 
 from sknet.backend import get_array_module, get_backend, is_device_array
+from sknet.layers._base import build_layer
 
 # Rows per chunk when predicting: large enough for efficient matrix products,
 # small enough that the largest intermediate array of a chunk stays about
@@ -108,6 +109,15 @@ class Network:
         """Indices of the layers whose parameters training updates."""
         return [i for i, layer in enumerate(self.layers)
                 if layer.params and layer.trainable]
+
+    def take_training_flags(self, layers):
+        """Copy ``trainable``/``lr_scale`` from unbuilt ``layers`` onto the built ones.
+
+        A warm fit after ``set_params(layers__0__trainable=True)`` continues
+        the same network with the new flags (they do not define the network).
+        """
+        for built, source in zip(self.layers, layers):
+            _copy_training_flags(source, built)
 
     def prepare_training(self):
         """Make backward stop at the lowest trainable layer (which skips its dX)."""
@@ -219,7 +229,17 @@ class Network:
             layer.backend_ = self.backend
 
 
+def _copy_training_flags(source, built):
+    inner = getattr(built, "inner_", None)
+    if inner is not None:  # a container (TimeDistributed): its layer, and the built copy
+        _copy_training_flags(source.layer, built.layer)
+        _copy_training_flags(source.layer, inner)
+        return
+    params = built.get_params(deep=False)
+    for name in ("trainable", "lr_scale"):
+        if name in params:
+            setattr(built, name, getattr(source, name))
+
+
 def _build_layer(layer, shape, backend, dtype, rng):
-    shape = tuple(int(d) for d in layer.build(shape, backend=backend, dtype=dtype, rng=rng))
-    layer.output_shape_ = shape
-    return shape
+    return build_layer(layer, shape, backend=backend, dtype=dtype, rng=rng)

@@ -15,6 +15,7 @@ from sknet.layers._pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
 from sknet.layers._recurrent import GRU, LSTM, SimpleRNN
 from sknet.layers._reshape import Flatten
 from sknet.layers._sequence import Embedding, GlobalAvgPool1D, TimeDistributed
+from sknet.layers._transfer import from_estimator
 
 __all__ = [
     "Activation",
@@ -33,4 +34,5 @@ __all__ = [
     "MaxPool2D",
     "SimpleRNN",
     "TimeDistributed",
+    "from_estimator",
 ]

@@ -87,6 +87,9 @@ class Layer(BaseEstimator):
     trainable = True
     #: Multiplier of the optimizer's step for this layer's parameters.
     lr_scale = 1.0
+    #: Initial values of ``params``/``state`` by name (layers with parameters
+    #: take it in ``__init__``); ``None``: the layer's own initialization.
+    weights = None
     #: Names of parameters that receive the L2 penalty ``alpha``.
     regularized = ()
     #: Set on the first layer of a network: ``backward`` need not compute dX.
@@ -108,6 +111,32 @@ class Layer(BaseEstimator):
         self._buffers = {}
         self._cache = {}
         return self.input_shape_
+
+    def load_weights(self):
+        """Overwrite the built parameters and state with ``weights``, checking shapes."""
+        if self.weights is None:
+            return
+        if not isinstance(self.weights, dict):
+            raise ValueError(
+                f"{type(self).__name__}: weights must be a dict of arrays by name, got "
+                f"{type(self.weights).__name__}"
+            )
+        arrays = {**self.params, **self.state}
+        unknown, missing = set(self.weights) - set(arrays), set(arrays) - set(self.weights)
+        if unknown or missing:
+            raise ValueError(
+                f"{type(self).__name__}: weights has {sorted(self.weights)}, but this "
+                f"layer holds {sorted(arrays)}"
+            )
+        for key, value in self.weights.items():
+            value = np.asarray(value.get() if hasattr(value, "get") else value)
+            if value.shape != arrays[key].shape:
+                raise ValueError(
+                    f"{type(self).__name__}: the weights {key!r} have shape {value.shape}, "
+                    f"but this layer, built for inputs of shape {self.input_shape_}, "
+                    f"needs {tuple(arrays[key].shape)}"
+                )
+            arrays[key][...] = self.backend_.asarray(value, arrays[key].dtype)
 
     def forward(self, X, *, training):
         """Compute the layer's output for a batch ``X``."""
@@ -222,3 +251,15 @@ class Layer(BaseEstimator):
             self.backend_ = get_backend("cpu")
             self._buffers = {}
             self._cache = {}
+
+
+def build_layer(layer, input_shape, *, backend, dtype, rng):
+    """Build ``layer``, record its ``output_shape_``, load its ``weights``; returns the shape.
+
+    What a network does with each of its layers (containers with their inner
+    layers too).
+    """
+    shape = layer.build(tuple(input_shape), backend=backend, dtype=dtype, rng=rng)
+    layer.output_shape_ = tuple(int(d) for d in shape)
+    layer.load_weights()
+    return layer.output_shape_

@@ -99,6 +99,10 @@ class Conv2D(Layer):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Attributes
     ----------
@@ -125,6 +129,7 @@ class Conv2D(Layer):
         init="he_uniform",
         trainable=True,
         lr_scale=1.0,
+        weights=None,
     ):
         self.filters = filters
         self.kernel_size = kernel_size
@@ -135,6 +140,7 @@ class Conv2D(Layer):
         self.init = init
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

@@ -40,6 +40,10 @@ class Dense(Layer):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Attributes
     ----------
@@ -57,13 +61,14 @@ class Dense(Layer):
     regularized = ("W",)
 
     def __init__(self, units, activation=None, *, use_bias=True, init="glorot_uniform",
-                 trainable=True, lr_scale=1.0):
+                 trainable=True, lr_scale=1.0, weights=None):
         self.units = units
         self.activation = activation
         self.use_bias = use_bias
         self.init = init
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

@@ -26,6 +26,10 @@ class BatchNorm(Layer):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Attributes
     ----------
@@ -40,11 +44,12 @@ class BatchNorm(Layer):
     same as input.
     """
 
-    def __init__(self, momentum=0.9, epsilon=1e-5, *, trainable=True, lr_scale=1.0):
+    def __init__(self, momentum=0.9, epsilon=1e-5, *, trainable=True, lr_scale=1.0, weights=None):
         self.momentum = momentum
         self.epsilon = epsilon
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

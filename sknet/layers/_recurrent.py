@@ -41,12 +41,13 @@ class _Recurrent(Layer):
     n_gates = 1
 
     def __init__(self, units, *, return_sequences=False, bidirectional=False,
-                 trainable=True, lr_scale=1.0):
+                 trainable=True, lr_scale=1.0, weights=None):
         self.units = units
         self.return_sequences = return_sequences
         self.bidirectional = bidirectional
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     @property
     def regularized(self):
@@ -187,6 +188,10 @@ class SimpleRNN(_Recurrent):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Notes
     -----
@@ -194,9 +199,9 @@ class SimpleRNN(_Recurrent):
     """
 
     def __init__(self, units, *, activation="tanh", return_sequences=False,
-                 bidirectional=False, trainable=True, lr_scale=1.0):
+                 bidirectional=False, trainable=True, lr_scale=1.0, weights=None):
         super().__init__(units, return_sequences=return_sequences, bidirectional=bidirectional,
-                         trainable=trainable, lr_scale=lr_scale)
+                         trainable=trainable, lr_scale=lr_scale, weights=weights)
         self.activation = activation
 
     def build(self, input_shape, *, backend, dtype, rng):
@@ -246,6 +251,10 @@ class LSTM(_Recurrent):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Notes
     -----
@@ -380,6 +389,10 @@ class GRU(_Recurrent):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Notes
     -----

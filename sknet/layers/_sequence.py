@@ -5,7 +5,7 @@ from numbers import Integral
 
 
 from sknet.backend import get_array_module
-from sknet.layers._base import Layer
+from sknet.layers._base import Layer, build_layer
 
 
 class Embedding(Layer):
@@ -22,6 +22,10 @@ class Embedding(Layer):
         (bit-identical, no gradient, no optimizer state, no L2 penalty).
     lr_scale : float, default=1.0
         Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
 
     Attributes
     ----------
@@ -35,11 +39,12 @@ class Embedding(Layer):
     It is always a first layer: there is no gradient with respect to ids.
     """
 
-    def __init__(self, input_dim, output_dim, *, trainable=True, lr_scale=1.0):
+    def __init__(self, input_dim, output_dim, *, trainable=True, lr_scale=1.0, weights=None):
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
@@ -129,8 +134,8 @@ class TimeDistributed(Layer):
                 f"shape {self.input_shape_}"
             )
         self.inner_ = copy.deepcopy(self.layer)
-        inner_shape = self.inner_.build(self.input_shape_[1:], backend=backend, dtype=dtype,
-                                        rng=rng)
+        inner_shape = build_layer(self.inner_, self.input_shape_[1:], backend=backend,
+                                  dtype=dtype, rng=rng)
         self._share()
         self.output_shape_ = (self.input_shape_[0],) + tuple(inner_shape)
         return self.output_shape_

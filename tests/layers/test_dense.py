@@ -147,6 +147,6 @@ def test_layer_is_a_configurable_estimator_like_object():
     layer = Dense(8, activation="relu")
     assert layer.get_params() == {"units": 8, "activation": "relu", "use_bias": True,
                                   "init": "glorot_uniform", "trainable": True,
-                                  "lr_scale": 1.0}
+                                  "lr_scale": 1.0, "weights": None}
     assert repr(layer) == "Dense(activation='relu', units=8)"
     assert layer.set_params(units=4).units == 4
