@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 from sknet import callbacks, layers, losses  # noqa: E402
 from sknet._convnet import ConvNetClassifier  # noqa: E402
+from sknet._features import FeatureExtractor  # noqa: E402
 from sknet._init import SklearnGlorotUniform  # noqa: E402
 from sknet._mlp import MLPClassifier, MLPRegressor  # noqa: E402
 from sknet._network import Network  # noqa: E402
@@ -12,8 +13,8 @@ from sknet._rnn import RNNClassifier, RNNRegressor  # noqa: E402
 
 
 def _trusted_types():
-    classes = [ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier, RNNRegressor,
-               Network, SklearnGlorotUniform, SGD, Adam]
+    classes = [ConvNetClassifier, FeatureExtractor, MLPClassifier, MLPRegressor,
+               RNNClassifier, RNNRegressor, Network, SklearnGlorotUniform, SGD, Adam]
     classes += [cls for cls in vars(losses).values() if isinstance(cls, type)
                 and issubclass(cls, losses.Loss) and cls is not losses.Loss]
     classes += [cls for cls in map(lambda name: getattr(layers, name), layers.__all__)
@@ -29,6 +30,7 @@ TRUSTED_TYPES = _trusted_types()
 
 __all__ = [
     "ConvNetClassifier",
+    "FeatureExtractor",
     "MLPClassifier",
     "MLPRegressor",
     "RNNClassifier",

@@ -81,15 +81,18 @@ class Network:
         return self.layers[0].dtype_
 
     # -- running ------------------------------------------------------------
-    def forward(self, X, *, training):
-        """Outputs for a batch ``X`` (rows, or samples of ``input_shape``)."""
+    def forward(self, X, *, training, stop=None):
+        """Outputs for a batch ``X`` (rows, or samples of ``input_shape``).
+
+        ``stop`` runs only ``layers[:stop]`` (hidden activations).
+        """
         if self.backend.is_sparse(X):
             if not (self.layers[0].accepts_sparse and len(self.input_shape) == 1):
                 X = X.toarray()
         if not self.backend.is_sparse(X) and X.shape[1:] != self.input_shape:
             X = X.reshape((X.shape[0],) + self.input_shape)
         mask = self.input_mask(X)
-        for layer in self.layers:
+        for layer in self.layers[:stop]:
             if mask is not None and getattr(layer, "supports_mask", False):
                 X = layer.forward(X, training=training, mask=mask)
             else:
@@ -141,8 +144,10 @@ class Network:
         per_row *= np.dtype(self.dtype).itemsize
         return int(min(_PREDICT_CHUNK, max(64, _PREDICT_CHUNK_BYTES // per_row)))
 
-    def predict(self, X, output=None):
+    def predict(self, X, output=None, stop=None):
         """Outputs for validated rows ``X``, in chunks, with ``output`` applied.
+
+        ``stop`` gives the activations of ``layers[stop - 1]`` instead.
 
         NumPy (or sparse) ``X`` gives NumPy outputs; CuPy ``X`` gives CuPy
         outputs, without leaving the device when the network is on the GPU.
@@ -156,7 +161,7 @@ class Network:
             step = self.predict_chunk_rows()
             for start in range(0, X.shape[0], step):
                 Xb = backend.asarray(X[start : start + step], dtype)
-                Z = self.forward(Xb, training=False)
+                Z = self.forward(Xb, training=False, stop=stop)
                 if not backend.is_sparse(Xb) and backend.xp.may_share_memory(Z, Xb):
                     Z = Z.copy()  # a view of the caller's data (identity layers)
                 if output is not None:

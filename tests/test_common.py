@@ -24,6 +24,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sknet import (
     ConvNetClassifier,
+    FeatureExtractor,
     MLPClassifier,
     MLPRegressor,
     RNNClassifier,
@@ -43,6 +44,9 @@ ESTIMATORS = [
     RNNClassifier(dtype="float64"),
     RNNRegressor(),
     RNNRegressor(dtype="float64"),
+    # (a fixed random_state: the checks seed top-level random_state parameters only)
+    FeatureExtractor(MLPClassifier(hidden_layer_sizes=(8,), max_iter=20, random_state=0)),
+    FeatureExtractor(MLPRegressor(hidden_layer_sizes=(8,), max_iter=20, random_state=0)),
 ]
 
 PER_CHECK_PARAMS = {
@@ -62,7 +66,10 @@ FLOAT64_CHECKS = {
 def test_sklearn_compatible_estimator(estimator, check):
     name = getattr(check, "func", check).__name__
     if name in FLOAT64_CHECKS:
-        estimator = clone(estimator).set_params(dtype="float64")
+        if isinstance(estimator, FeatureExtractor):
+            estimator = clone(estimator).set_params(estimator__dtype="float64")
+        else:
+            estimator = clone(estimator).set_params(dtype="float64")
     params = PER_CHECK_PARAMS.get((type(estimator), name))
     if params:
         estimator = clone(estimator).set_params(**params)
