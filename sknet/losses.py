@@ -31,6 +31,7 @@ scikit-learn's MLP losses, and their gradient is fused with the output
 activation (``P - Y``: no softmax Jacobian is ever formed).
 """
 
+import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from sknet.backend import get_array_module
@@ -353,7 +354,8 @@ class Quantile(Loss):
         xp, q = get_array_module(Z), float(self.quantile)
         R = Y - Z
         values = xp.maximum(q * R, (q - 1) * R).mean(axis=1)
-        dZ = xp.where(R > 0, -q, 1 - q).astype(Z.dtype) / Z.shape[1]
+        dZ = (1 - q) - (R > 0).astype(Z.dtype)  # -q above the target, 1 - q below
+        dZ /= Z.shape[1]
         return values, dZ
 
 
@@ -405,7 +407,8 @@ def _pow(xp, base, exponent):
     """``base ** exponent`` with ``0 ** negative`` read as 0 (it is multiplied by 0)."""
     if exponent >= 0:
         return base ** exponent
-    return xp.where(base > 0, xp.maximum(base, 1e-300) ** exponent, 0)
+    tiny = np.finfo(base.dtype).tiny
+    return xp.where(base > 0, xp.maximum(base, tiny) ** exponent, xp.zeros_like(base))
 
 
 #: Loss names an estimator's ``loss`` parameter takes.

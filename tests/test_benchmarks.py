@@ -68,3 +68,15 @@ def test_bench_cpu_quick_run_reports_every_ratio(tmp_path, capsys):
     assert results["memory"]["data_bytes"] == 2000 * 784 * 4
     assert json.loads(out.read_text())["table"] == results["table"]
     assert "| ratio | value | target |" in capsys.readouterr().out
+
+
+def test_bench_frozen_quick_run(capsys):
+    """The freezing benchmark on a few random images (no timing asserted)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_frozen.py"
+    spec = importlib.util.spec_from_file_location("bench_frozen", path)
+    bench_frozen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_frozen)
+    result = bench_frozen.main(["--mnist-dir", str(Path(__file__).parent / "missing"),
+                                "--images", "128", "--epochs", "1"])
+    assert result["frozen_s"] > 0 and result["unfrozen_s"] > 0
+    assert "frozen / unfrozen epoch" in capsys.readouterr().out

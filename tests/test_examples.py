@@ -32,6 +32,17 @@ def test_custom_losses():
     assert "huber (delta=1)" in out and "LogCosh regressor" in out
 
 
+def test_features_and_ensembles():
+    out = run_example("features_and_ensembles.py")
+    assert "soft voting" in out and "frozen fitted ConvNet" in out
+
+
+def test_transfer_learning_on_digits(tmp_path):
+    # an empty directory: no MNIST there, so the digits version runs
+    out = run_example("transfer_learning.py", str(tmp_path))
+    assert "scikit-learn's digits" in out and "fine-tuned" in out
+
+
 def test_plot_learning_curves(tmp_path):
     pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
     out = run_example("plot_learning_curves.py", str(tmp_path / "curves.png"))
@@ -51,3 +62,4 @@ def test_mnist_examples():
     assert "sknet: test accuracy" in run_example("mnist_mlp.py", directory)
     assert "Test accuracy" in run_example("convnet_mnist.py", directory, "1")
     assert "Test accuracy" in run_example("rnn_sequential_mnist.py", directory, "1")
+    assert "MNIST test file" in run_example("transfer_learning.py", directory)

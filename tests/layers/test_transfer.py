@@ -162,3 +162,20 @@ def test_a_custom_layer_without_weights_parameter_is_refused(digits):
     clf = ConvNetClassifier(layers=[Flatten(), NoWeights(), Dense(8)], **FAST).fit(X, y)
     with pytest.raises(ValueError, match="NoWeights has parameters but no `weights`"):
         from_estimator(clf)
+
+
+def test_freezing_and_transfer_on_every_device(device, digits):
+    """Frozen copies stay bit-identical, lr_scale and the features work on each device."""
+    from sknet import FeatureExtractor
+
+    X, y = digits
+    source = ConvNetClassifier(conv_filters=(4,), dense_units=(16,),
+                               **{**FAST, "device": device}).fit(X, y)
+    layers = from_estimator(source, upto=-2)
+    target = ConvNetClassifier(layers=[*layers, Dense(8, lr_scale=0.5)],
+                               **{**FAST, "device": device}).fit(X, y % 2)
+    assert target.device_.startswith(device)
+    assert_array_equal(target.network_.backend.to_numpy(target.layers_[0].params["W"]),
+                       layers[0].weights["W"])
+    features = FeatureExtractor(target).fit(X, y % 2).transform(X[:5])
+    assert type(features) is np.ndarray and features.shape == (5, 8)
