@@ -121,6 +121,16 @@ class TrainingState:
         """The model's arrays (parameters and running statistics), live."""
         return self.network.weights()
 
+    def update_trainable(self):
+        """Apply changes of the layers' ``trainable``/``lr_scale`` made during training.
+
+        Lays the parameters out again and moves the optimizer's state along
+        (a newly trained parameter starts from zero state); call it from
+        ``on_epoch_begin`` after changing the built layers (``state.network.layers``).
+        """
+        self.require_optimizer("Changing trainable layers during fit")
+        self.__dict__["trainer"].relayout(self.optimizer)
+
 
 class BestWeights:
     """A copy of the weights of one epoch, kept to be put back later.
@@ -329,8 +339,15 @@ class Trainer:
         return total
 
     # -- epochs ---------------------------------------------------------------
+    def relayout(self, optimizer):
+        """Lay the parameters out again after ``trainable``/``lr_scale`` changed."""
+        self._lay_out_parameters()
+        optimizer.rebind(self.param_segments, self.backend, layout=self.layout)
+        optimizer.lr_scales = self.lr_scales
+
     def _start(self, state):
         self.state = state
+        state.trainer = self
         state.extra_keys = tuple(
             key for callback in self.callbacks for key in getattr(callback, "provides", ())
         )

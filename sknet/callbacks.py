@@ -44,6 +44,7 @@ __all__ = [
     "ProgressBar",
     "TerminateOnNaN",
     "TrainingState",
+    "Unfreeze",
 ]
 
 
@@ -418,3 +419,65 @@ class PrintLog(Callback):
             cell(logs["learning_rate"], 9, ".3g"),
             cell(logs["duration"], 7, ".3f"),
         ])
+
+
+class Unfreeze(Callback):
+    """Unfreeze frozen layers at a given epoch: train the new head first, then all.
+
+    The usual schedule for fine-tuning a reused network (see
+    :func:`sknet.layers.from_estimator`): the pretrained layers stay frozen
+    while the new layers learn, then train too, typically with a small
+    ``lr_scale``. Unfrozen parameters start with fresh optimizer state; the
+    others keep theirs. The estimator's ``layers`` parameter is not changed:
+    the next fit starts frozen again.
+
+    Parameters
+    ----------
+    epoch : int, default=5
+        The epoch of the fit (counted from 1 in each call to ``fit``) from
+        which the layers train.
+    layers : list of int or None, default=None
+        Indices into ``layers_`` of the layers to unfreeze; ``None``: every
+        frozen layer.
+    lr_scale : float or None, default=None
+        If given, the ``lr_scale`` of the unfrozen layers.
+
+    Attributes
+    ----------
+    unfrozen_ : list of int
+        The layers this callback unfroze in the last fit.
+    """
+
+    def __init__(self, epoch=5, layers=None, lr_scale=None):
+        self.epoch = epoch
+        self.layers = layers
+        self.lr_scale = lr_scale
+
+    def on_train_begin(self, state):
+        if not isinstance(self.epoch, int) or self.epoch < 1:
+            raise ValueError(f"Unfreeze: epoch must be a positive int, got {self.epoch!r}")
+        state.require_optimizer("Unfreeze")
+        n = len(state.network.layers)
+        if self.layers is not None and not all(-n <= i < n for i in self.layers):
+            raise ValueError(f"Unfreeze: layers={self.layers!r} is out of range for "
+                             f"{n} layers")
+        self._first = len(state.history) + 1
+        self.unfrozen_ = []
+
+    def on_epoch_begin(self, state, epoch):
+        if epoch - self._first + 1 != self.epoch:
+            return
+        layers = state.network.layers
+        indices = range(len(layers)) if self.layers is None else self.layers
+        for i in indices:
+            layer = layers[i]
+            if not layer.params or layer.trainable:
+                continue
+            for target in (layer, getattr(layer, "layer", None), getattr(layer, "inner_", None)):
+                if target is not None and "trainable" in target.get_params(deep=False):
+                    target.trainable = True
+                    if self.lr_scale is not None:
+                        target.lr_scale = self.lr_scale
+            self.unfrozen_.append(i % len(layers))
+        if self.unfrozen_:
+            state.update_trainable()

@@ -424,3 +424,35 @@ def test_verbose_2_prints_scikit_learn_lines_and_adds_no_callback(split, capsys)
     assert [line.split(",")[0] for line in out.strip().splitlines()] == [
         "Iteration 1", "Iteration 2"]
     assert err == "" and clf.callbacks_ == []
+
+
+def test_unfreeze_trains_the_head_first_then_everything(split):
+    from sknet.layers import Conv2D, Dense, Flatten
+    from sknet.callbacks import Unfreeze
+
+    X_train, _, y_train, _ = split
+
+    class Watch(Callback):  # the first layer's weights at the start of each epoch
+        def on_epoch_begin(self, state, epoch):
+            self.seen_ = getattr(self, "seen_", []) + [
+                state.network.layers[0].params["W"].copy()]
+
+    layers = [Conv2D(4, 3, activation="relu", trainable=False), Flatten(),
+              Dense(16, activation="relu", trainable=False)]
+    clf = ConvNetClassifier(layers=layers, max_iter=5, random_state=0, device="cpu",
+                            callbacks=[Unfreeze(epoch=3, lr_scale=0.5), Watch()])
+    clf.fit(X_train, y_train)
+    seen = clf.callbacks_[1].seen_ + [clf.layers_[0].params["W"]]
+    assert_array_equal(seen[0], seen[1])  # frozen in epochs 1 and 2
+    assert_array_equal(seen[1], seen[2])
+    assert not np.array_equal(seen[2], seen[3])  # trains from epoch 3 on
+    assert clf.callbacks_[0].unfrozen_ == [0, 2]
+    assert clf.layers_[0].trainable and clf.layers_[0].lr_scale == 0.5
+    assert sum(m.size for m in clf._optimizer.ms) == sum(
+        p.size for layer in clf.layers_ for p in layer.params.values())
+    assert clf.layers[0].trainable is False  # the parameter is untouched
+    clf.set_params(warm_start=True, callbacks=None).fit(X_train, y_train)
+    assert not clf.layers_[0].trainable  # the next fit follows the parameter again
+    with pytest.raises(ValueError, match="Unfreeze needs solver"):
+        ConvNetClassifier(layers=layers, solver="lbfgs", max_iter=2, device="cpu",
+                          callbacks=[Unfreeze()]).fit(X_train, y_train)
