@@ -6,6 +6,19 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 
+_TRAINABLE_DOC = """\
+    trainable : bool, default=True
+        Whether ``fit`` trains the parameters; ``False`` freezes them
+        (bit-identical, no gradient, no optimizer state, no L2 penalty).
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for these parameters.
+    weights : dict of str to array, default=None
+        Initial values of ``params`` (and ``state``) by name, instead of the
+        random initialization: how trained weights travel in a layer's
+        parameters (see :func:`sknet.layers.from_estimator`).
+"""
+
+
 class Layer(BaseEstimator):
     """Base class of all layers.
 
@@ -79,6 +92,12 @@ class Layer(BaseEstimator):
     ...         self.grads["s"][...] = (dY * self._cache["X"]).sum()
     ...         return dY * self.params["s"]
     """
+
+    def __init_subclass__(cls, **kwargs):
+        # Layers with parameters document trainable/lr_scale/weights in one place.
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and "%(trainable)s" in cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    %(trainable)s\n", _TRAINABLE_DOC)
 
     #: Whether :meth:`forward` accepts a sparse matrix (only a first layer gets one).
     accepts_sparse = False

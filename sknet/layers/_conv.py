@@ -94,15 +94,7 @@ class Conv2D(Layer):
     init : {'he_uniform', 'glorot_uniform'} or callable, default='he_uniform'
         Initializer, with ``fan_in = C * kh * kw`` and
         ``fan_out = filters * kh * kw``.
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Attributes
     ----------

@@ -35,15 +35,7 @@ class Dense(Layer):
         Initializer; ``'glorot_uniform'`` is scikit-learn's MLP initialization.
         A callable is called as ``init(rng, weight_shape, n_biases, fan_in,
         fan_out, activation)`` and returns float64 NumPy arrays ``(W, b)``.
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Attributes
     ----------

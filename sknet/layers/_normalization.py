@@ -21,15 +21,7 @@ class BatchNorm(Layer):
         Weight of the old value in the running averages.
     epsilon : float, default=1e-5
         Added to the variance before the square root.
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Attributes
     ----------

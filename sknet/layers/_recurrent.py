@@ -183,15 +183,7 @@ class SimpleRNN(_Recurrent):
     bidirectional : bool, default=False
         Also run over the reversed sequence; the two outputs are concatenated
         (``2 * units`` features).
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Notes
     -----
@@ -246,15 +238,7 @@ class LSTM(_Recurrent):
         of the last one ``(batch, units)``.
     bidirectional : bool, default=False
         Also run over the reversed sequence; the two outputs are concatenated.
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Notes
     -----
@@ -384,15 +368,7 @@ class GRU(_Recurrent):
         Output the state at every step instead of the last one.
     bidirectional : bool, default=False
         Also run over the reversed sequence; the two outputs are concatenated.
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Notes
     -----

@@ -17,15 +17,7 @@ class Embedding(Layer):
         Size of the vocabulary: ids run from 0 to ``input_dim - 1``.
     output_dim : int
         Length of each vector.
-    trainable : bool, default=True
-        Whether ``fit`` trains the parameters; ``False`` freezes them
-        (bit-identical, no gradient, no optimizer state, no L2 penalty).
-    lr_scale : float, default=1.0
-        Multiplies the optimizer's step for these parameters.
-    weights : dict of str to array, default=None
-        Initial values of ``params`` (and ``state``) by name, instead of the
-        random initialization: how trained weights travel in a layer's
-        parameters (see :func:`sknet.layers.from_estimator`).
+    %(trainable)s
 
     Attributes
     ----------
