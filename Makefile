@@ -23,7 +23,7 @@ demo: $(PY)
 	$(PY) examples/digits_pipeline.py
 
 test: $(PY)
-	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,distributed,skops,onnx]"
+	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,images,distributed,skops,onnx]"
 	$(TEST_ENV) $(PY) -m pytest -n auto
 
 # PyTorch's CPU build comes from its own index (PyPI's Linux wheel is the CUDA one).

@@ -1,19 +1,35 @@
-"""Dataset loaders: MNIST from its IDX files, and the IDX format itself.
+"""Dataset loaders: MNIST (IDX files), CIFAR-10 (its Python format) and a folder
+of images per class, into the arrays sknet's estimators take.
 
-sknet downloads nothing: point :func:`load_mnist` at a directory holding the
-standard files (``train-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``, ...,
-optionally gzipped), or set the ``SKNET_MNIST_DIR`` environment variable.
+sknet downloads nothing. MNIST: the four IDX files (``train-images-idx3-ubyte``,
+``t10k-labels-idx1-ubyte``, ..., optionally gzipped) from the MNIST page, in a
+directory given as ``path`` or ``SKNET_MNIST_DIR``. CIFAR-10: the "CIFAR-10
+python version" archive ``cifar-10-python.tar.gz`` from the CIFAR page of the
+University of Toronto (Krizhevsky's), as downloaded or extracted, given as
+``path`` or ``SKNET_CIFAR10_DIR``. Image folders: one subfolder per class of
+PNG or JPEG files, read with Pillow (``pip install "sknet[images]"``).
 """
 
 import gzip
+import io
 import os
+import pickle
+import tarfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MNIST_ENV_VAR", "load_mnist", "read_idx"]
+__all__ = [
+    "CIFAR10_ENV_VAR",
+    "MNIST_ENV_VAR",
+    "load_cifar10",
+    "load_image_folder",
+    "load_mnist",
+    "read_idx",
+]
 
 MNIST_ENV_VAR = "SKNET_MNIST_DIR"
+CIFAR10_ENV_VAR = "SKNET_CIFAR10_DIR"
 
 # IDX type codes -> big-endian NumPy dtypes.
 _IDX_DTYPES = {
@@ -152,3 +168,254 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
         X = X.astype(np.float32)
         X /= 255.0
     return X, y
+
+
+# -- CIFAR-10 ----------------------------------------------------------------------------
+
+_CIFAR_BATCHES = {
+    "train": [f"data_batch_{i}" for i in range(1, 6)],
+    "test": ["test_batch"],
+}
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles plain data and NumPy arrays only: a CIFAR batch runs no code."""
+
+    _ALLOWED = {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),  # bytes in protocol-2 pickles written by Python 3
+    }
+
+    def find_class(self, module, name):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a CIFAR batch")
+        if module.endswith("multiarray"):  # numpy.core became numpy._core in NumPy 2
+            try:
+                from numpy._core import multiarray
+            except ImportError:  # NumPy 1
+                from numpy.core import multiarray
+            return getattr(multiarray, name)
+        if module == "_codecs":
+            import codecs
+
+            return codecs.encode
+        return getattr(np, name)
+
+
+def _unpickle(data, where):
+    try:
+        return _ArrayUnpickler(io.BytesIO(data), encoding="bytes").load()
+    except Exception as exc:
+        raise ValueError(f"{where} is not a CIFAR-10 batch file: {exc}") from None
+
+
+def _cifar_reader(path):
+    """``read(name) -> bytes`` for the batch files under ``path`` (directory or archive)."""
+    path = Path(path)
+    if path.is_file():
+        if not tarfile.is_tarfile(path):
+            raise ValueError(f"{str(path)!r} is neither a directory nor a .tar.gz archive")
+        archive = tarfile.open(path)  # read in memory: nothing extracted to disk
+        members = {Path(m.name).name: m for m in archive.getmembers() if m.isfile()}
+
+        def read(name):
+            if name not in members:
+                raise FileNotFoundError(f"No CIFAR-10 file {name!r} in {str(path)!r}")
+            return archive.extractfile(members[name]).read(), f"{path}:{members[name].name}"
+
+        return read
+    if not path.is_dir():
+        raise FileNotFoundError(f"CIFAR-10 path {str(path)!r} does not exist")
+    for directory in (path, path / "cifar-10-batches-py"):
+        if (directory / "batches.meta").is_file() or (directory / "test_batch").is_file():
+            break
+
+    def read(name):
+        file = directory / name
+        if not file.is_file():
+            raise FileNotFoundError(f"No CIFAR-10 file {name!r} in {str(directory)!r}")
+        return file.read_bytes(), str(file)
+
+    return read
+
+
+def load_cifar10(path=None, *, subset="test"):
+    """Load CIFAR-10 from its Python-format batches (a directory or the .tar.gz).
+
+    Parameters
+    ----------
+    path : str or path-like, default=None
+        ``cifar-10-python.tar.gz`` itself (read in memory, never extracted),
+        or the directory it extracts to (``cifar-10-batches-py``, or its
+        parent). Defaults to the ``SKNET_CIFAR10_DIR`` environment variable.
+    subset : {'train', 'test', 'all'}, default='test'
+        The five training batches (50,000 images), the test batch (10,000),
+        or both (training first).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 3, 32, 32), float32
+        Pixels in ``[0, 1]``, channels first (what ``ConvNetClassifier`` takes).
+    y : ndarray of shape (n_samples,), int64
+        Labels in ``0..9``.
+    classes : list of str
+        The class names (``'airplane'``, ``'automobile'``, ...), ``classes[y]``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the path or a batch is missing.
+    ValueError
+        If a file is not a CIFAR-10 batch (the message names it).
+
+    Examples
+    --------
+    >>> X, y, classes = load_cifar10("data/cifar-10-python.tar.gz")  # doctest: +SKIP
+    >>> X.shape, classes[y[0]]  # doctest: +SKIP
+    ((10000, 3, 32, 32), 'cat')
+    """
+    if subset not in ("train", "test", "all"):
+        raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
+    if path is None:
+        path = os.environ.get(CIFAR10_ENV_VAR)
+        if not path:
+            raise FileNotFoundError(
+                "load_cifar10 needs cifar-10-python.tar.gz or the directory it extracts "
+                f"to: pass it as `path` or set the {CIFAR10_ENV_VAR} environment variable."
+            )
+    read = _cifar_reader(path)
+    names = _CIFAR_BATCHES["train"] + _CIFAR_BATCHES["test"] if subset == "all" else (
+        _CIFAR_BATCHES[subset])
+    images, labels = [], []
+    for name in names:
+        data, where = read(name)
+        batch = _unpickle(data, where)
+        images.append(_cifar_images(batch, where))
+        labels.append(_cifar_labels(batch, where, len(images[-1])))
+    meta = _unpickle(*read("batches.meta"))
+    classes = [c.decode() if isinstance(c, bytes) else str(c)
+               for c in meta.get(b"label_names", meta.get("label_names", []))]
+    if len(classes) != 10:
+        raise ValueError(f"batches.meta lists {len(classes)} class names, expected 10")
+    X = np.concatenate(images).reshape(-1, 3, 32, 32).astype(np.float32)
+    X /= 255.0
+    return X, np.concatenate(labels), classes
+
+
+def _cifar_images(batch, name):
+    if not isinstance(batch, dict):
+        raise ValueError(f"CIFAR-10 batch {name}: expected a dict, got {type(batch).__name__}")
+    data = batch.get(b"data", batch.get("data"))
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or (
+            data.shape[1] != 3 * 32 * 32):
+        shape = getattr(data, "shape", None)
+        raise ValueError(
+            f"CIFAR-10 batch {name}: expected uint8 data of shape (n, 3072), got "
+            f"{getattr(data, 'dtype', type(data).__name__)} {shape}"
+        )
+    return data
+
+
+def _cifar_labels(batch, name, n):
+    labels = np.asarray(batch.get(b"labels", batch.get("labels", [])), dtype=np.int64)
+    if labels.shape != (n,) or labels.min(initial=0) < 0 or labels.max(initial=0) > 9:
+        raise ValueError(
+            f"CIFAR-10 batch {name}: expected {n} labels in 0..9, got {labels.shape[0]} "
+            f"from {labels.min(initial=0)} to {labels.max(initial=0)}"
+        )
+    return labels
+
+
+# -- a folder of images per class -------------------------------------------------------
+
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
+
+
+def load_image_folder(path, image_size=None, *, color_mode="rgb"):
+    """Load images stored as one subfolder per class (the cats-vs-dogs layout).
+
+    ``path/cat/001.jpg``, ``path/dog/002.png``, ...: each subfolder is a
+    class (in sorted order), each PNG or JPEG file in it an image, read with
+    Pillow (``pip install "sknet[images]"``). Other files are ignored.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The folder of class subfolders.
+    image_size : tuple (height, width) or None, default=None
+        Resize every image to this size (bilinear). ``None`` keeps the sizes,
+        which must then all be the same.
+    color_mode : {'rgb', 'grayscale'}, default='rgb'
+        Three channels, or one (luminance).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, channels, height, width), float32
+        Pixels in ``[0, 1]``, channels first.
+    y : ndarray of shape (n_samples,), int64
+        Indices into ``classes``.
+    classes : list of str
+        The subfolder names, sorted.
+
+    Raises
+    ------
+    ValueError
+        On a file Pillow cannot read, an image of another size (without
+        ``image_size``), a class folder with no image, or no class at all;
+        the message names the file or folder.
+    """
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError:  # pragma: no cover - the images extra installs it
+        raise ImportError(
+            'load_image_folder needs Pillow: pip install "sknet[images]"'
+        ) from None
+    if color_mode not in ("rgb", "grayscale"):
+        raise ValueError(f"color_mode must be 'rgb' or 'grayscale', got {color_mode!r}")
+    if image_size is not None:
+        if (len(tuple(image_size)) != 2
+                or not all(isinstance(v, int) and v > 0 for v in image_size)):
+            raise ValueError(
+                f"image_size must be (height, width) of positive ints, got {image_size!r}"
+            )
+        image_size = tuple(image_size)
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
+    classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
+    if not classes:
+        raise ValueError(f"{str(root)!r} has no class subfolders")
+    mode = "RGB" if color_mode == "rgb" else "L"
+    images, labels, size = [], [], image_size
+    for label, name in enumerate(classes):
+        files = sorted(f for f in (root / name).iterdir()
+                       if f.is_file() and f.suffix.lower() in _IMAGE_SUFFIXES)
+        if not files:
+            raise ValueError(f"class folder {str(root / name)!r} has no PNG or JPEG image")
+        for file in files:
+            try:
+                with Image.open(file) as image:
+                    image = image.convert(mode)
+                    if image_size is not None:
+                        image = image.resize((image_size[1], image_size[0]),
+                                             Image.Resampling.BILINEAR)
+                    pixels = np.asarray(image, dtype=np.uint8)
+            except (UnidentifiedImageError, OSError) as exc:
+                raise ValueError(f"cannot read image {str(file)!r}: {exc}") from None
+            if size is None:
+                size = pixels.shape[:2]
+            elif pixels.shape[:2] != size:
+                raise ValueError(
+                    f"image {str(file)!r} is {pixels.shape[0]}x{pixels.shape[1]}, the "
+                    f"others {size[0]}x{size[1]}: pass image_size=(height, width)"
+                )
+            images.append(pixels.reshape(size + (-1,)).transpose(2, 0, 1))
+            labels.append(label)
+    X = np.stack(images).astype(np.float32)
+    X /= 255.0
+    return X, np.asarray(labels, dtype=np.int64), classes

@@ -43,6 +43,14 @@ def test_transfer_learning_on_digits(tmp_path):
     assert "scikit-learn's digits" in out and "fine-tuned" in out
 
 
+def test_convnet_cifar_on_small_fake_batches(tmp_path):
+    from tests.test_datasets import write_cifar
+
+    write_cifar(tmp_path, n=100)  # the real format, 100 images a batch
+    out = run_example("convnet_cifar.py", str(tmp_path), "1", "300")
+    assert "Trained on 300 CIFAR-10 images" in out and "Test accuracy" in out
+
+
 def test_plot_learning_curves(tmp_path):
     pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
     out = run_example("plot_learning_curves.py", str(tmp_path / "curves.png"))
