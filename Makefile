@@ -13,7 +13,7 @@ STEP_TIMEOUT ?= 300
 # Tests run in parallel processes; one BLAS thread each avoids oversubscription.
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: demo test bench gpu-check clean
+.PHONY: demo test bench gpu-check dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,5 +50,20 @@ gpu-check:
 		> $(RESULTS)/gpu-bench.log 2>&1 || status=1; cat $(RESULTS)/gpu-bench.log; \
 	exit $$status
 
+# The sdist and wheel a release would upload (into dist/), checked by twine and
+# installed into a fresh virtual environment that imports and fits a model.
+dist: $(PY)
+	$(PY) -m pip install --quiet build twine
+	rm -rf dist
+	$(PY) -m build --outdir dist . > /dev/null
+	$(PY) -m twine check --strict dist/*
+	rm -rf .dist-venv && $(PYTHON) -m venv .dist-venv
+	.dist-venv/bin/python -m pip install --quiet dist/*.whl
+	cd /tmp && $(CURDIR)/.dist-venv/bin/python -c "import sknet, sklearn.datasets as d; \
+		X, y = d.load_digits(return_X_y=True); \
+		print('sknet', sknet.__version__, 'from the wheel:', \
+		sknet.MLPClassifier(max_iter=50, device='cpu').fit(X / 16, y).score(X / 16, y))"
+	rm -rf .dist-venv
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache $(RESULTS)
+	rm -rf $(VENV) .dist-venv build dist *.egg-info .pytest_cache $(RESULTS)

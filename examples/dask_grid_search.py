@@ -12,7 +12,7 @@ Two ways to spread sknet work over Dask workers:
 
 Here the cluster is a :class:`~dask.distributed.LocalCluster` of two worker
 processes; on a real cluster, connect the client to its scheduler instead
-(``Client("tcp://scheduler:8786")``). Needs ``pip install "sknet[distributed]"``.
+(``Client("tcp://scheduler:8786")``). Needs ``pip install "sknet-nn[distributed]"``.
 """
 
 import time

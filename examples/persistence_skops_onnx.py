@@ -6,7 +6,7 @@ Saving a model safely (skops) and to ONNX
 A pickle runs code when it loads; skops does not, and asks which types to
 trust. sknet publishes the list of its own types, ``sknet.TRUSTED_TYPES``.
 The same MLP also exports to ONNX and predicts the same in onnxruntime.
-Needs ``pip install "sknet[skops,onnx]"``.
+Needs ``pip install "sknet-nn[skops,onnx]"``.
 """
 
 import tempfile

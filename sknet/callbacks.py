@@ -340,7 +340,7 @@ class TerminateOnNaN(Callback):
 class ProgressBar(Callback):
     """A progress bar over the batches of each epoch, on stderr.
 
-    Draws a tqdm bar when tqdm is installed (``sknet[progress]``) and stderr
+    Draws a tqdm bar when tqdm is installed (``sknet-nn[progress]``) and stderr
     is a terminal; otherwise (a log file, a notebook's captured output, no
     tqdm) prints one line per epoch instead.
     """

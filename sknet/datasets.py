@@ -7,7 +7,7 @@ directory given as ``path`` or ``SKNET_MNIST_DIR``. CIFAR-10: the "CIFAR-10
 python version" archive ``cifar-10-python.tar.gz`` from the CIFAR page of the
 University of Toronto (Krizhevsky's), as downloaded or extracted, given as
 ``path`` or ``SKNET_CIFAR10_DIR``. Image folders: one subfolder per class of
-PNG or JPEG files, read with Pillow (``pip install "sknet[images]"``).
+PNG or JPEG files, read with Pillow (``pip install "sknet-nn[images]"``).
 """
 
 import gzip
@@ -341,7 +341,7 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
 
     ``path/cat/001.jpg``, ``path/dog/002.png``, ...: each subfolder is a
     class (in sorted order), each PNG or JPEG file in it an image, read with
-    Pillow (``pip install "sknet[images]"``). Other files are ignored.
+    Pillow (``pip install "sknet-nn[images]"``). Other files are ignored.
 
     Parameters
     ----------
@@ -373,7 +373,7 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
         from PIL import Image, UnidentifiedImageError
     except ImportError:  # pragma: no cover - the images extra installs it
         raise ImportError(
-            'load_image_folder needs Pillow: pip install "sknet[images]"'
+            'load_image_folder needs Pillow: pip install "sknet-nn[images]"'
         ) from None
     if color_mode not in ("rgb", "grayscale"):
         raise ValueError(f"color_mode must be 'rgb' or 'grayscale', got {color_mode!r}")

@@ -1,6 +1,6 @@
 """ONNX export of the MLP estimators, through skl2onnx.
 
-Needs the ``onnx`` extra (``pip install "sknet[onnx]"``: skl2onnx and
+Needs the ``onnx`` extra (``pip install "sknet-nn[onnx]"``: skl2onnx and
 onnxruntime). sknet's MLPs hold the attributes scikit-learn's MLPs hold
 (``coefs_``, ``intercepts_``, ``activation``, ``out_activation_``, ``classes_``),
 so skl2onnx's own MLP converters serve them once registered for sknet's

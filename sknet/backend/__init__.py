@@ -118,7 +118,7 @@ def get_backend(device="auto"):
     n_devices = cuda_device_count()
     if n_devices == 0:
         reason = (
-            "CuPy is not installed (pip install 'sknet[gpu]')"
+            "CuPy is not installed (pip install 'sknet-nn[gpu]')"
             if _import_cupy() is None
             else "CuPy sees no CUDA device"
         )
