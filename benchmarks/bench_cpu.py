@@ -228,7 +228,8 @@ MEMORY_SCRIPT = textwrap.dedent("""
     warnings.simplefilter("ignore")
     rng = np.random.RandomState(0)
     # warm-up on small data: BLAS buffers, compiled kernels, imports
-    MLPClassifier({hidden}, max_iter=1, batch_size=128).fit(rng.rand(512, 784).astype(np.float32), rng.randint(0, 10, 512))
+    MLPClassifier({hidden}, max_iter=1, batch_size=128).fit(
+        rng.rand(512, 784).astype(np.float32), rng.randint(0, 10, 512))
     X = np.empty(({rows}, 784), dtype=np.float32)
     for start in range(0, {rows}, 1000):  # filled in place: no temporary copy
         X[start:start + 1000] = rng.rand(min(1000, {rows} - start), 784)
@@ -385,8 +386,9 @@ def run(args):
         rows.append(("LSTM(128) train 8k sequences: sknet / PyTorch s/epoch", "lstm_vs_torch",
                      lstm["sknet"]["s_per_epoch"] / lstm["torch"]["s_per_epoch"]))
     mem = results["memory"]
+    growth, budget = mem["fit_growth_bytes"] / 2**20, mem["budget_bytes"] / 2**20
     rows.append((f"fit peak RSS growth / (25% of data + model state) "
-                 f"[{mem['fit_growth_bytes'] / 2**20:.0f} MiB / {mem['budget_bytes'] / 2**20:.0f} MiB]",
+                 f"[{growth:.0f} MiB / {budget:.0f} MiB]",
                  "fit_peak_memory_vs_budget", mem["ratio"]))
     results["table"] = [{"what": what, "key": key, "value": value, "target": verdict(key, value)}
                         for what, key, value in rows]
@@ -401,7 +403,8 @@ def print_results(results):
     peers = ["sknet", "sklearn", "torch", "torch channels_last", "torch contiguous"]
     for peer in peers:
         cells = []
-        for key, field, fmt in [("mlp_60k", "s_per_epoch", ".4f"), ("mlp_4k", "s_per_epoch", ".4f"),
+        for key, field, fmt in [("mlp_60k", "s_per_epoch", ".4f"),
+                                ("mlp_4k", "s_per_epoch", ".4f"),
                                 ("convnet", "s_per_epoch", ".4f"), ("lstm", "s_per_epoch", ".4f"),
                                 ("mlp_60k", "predict_rows_per_s", ",.0f"),
                                 ("convnet", "predict_rows_per_s", ",.0f"),

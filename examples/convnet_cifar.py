@@ -38,7 +38,7 @@ try:
     X_test, y_test, _ = load_cifar10(path, subset="test")
 except FileNotFoundError as exc:
     raise SystemExit(f"{exc}\nusage: python examples/convnet_cifar.py CIFAR10_PATH "
-                     "[epochs] [n_train]")
+                     "[epochs] [n_train]") from None
 if n_train is not None:
     X_train, y_train = X_train[:n_train], y_train[:n_train]
 

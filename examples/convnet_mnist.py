@@ -33,7 +33,8 @@ try:
     X_test, y_test = load_mnist(directory, subset="test", flatten=False)
 except FileNotFoundError as exc:
     if "train-" not in str(exc):
-        raise SystemExit(f"{exc}\nusage: python examples/convnet_mnist.py MNIST_DIR [epochs]")
+        usage = "usage: python examples/convnet_mnist.py MNIST_DIR [epochs]"
+        raise SystemExit(f"{exc}\n{usage}") from None
     X, y = load_mnist(directory, subset="test", flatten=False)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.2, stratify=y, random_state=0

@@ -31,7 +31,7 @@ try:
     X_test, y_test = load_mnist(directory, subset="test")
 except FileNotFoundError as exc:
     if "train-" not in str(exc):
-        raise SystemExit(f"{exc}\nusage: python examples/mnist_mlp.py MNIST_DIR")
+        raise SystemExit(f"{exc}\nusage: python examples/mnist_mlp.py MNIST_DIR") from None
     X, y = load_mnist(directory, subset="test")
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.2, stratify=y, random_state=0

@@ -31,7 +31,7 @@ epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 15
 try:
     X, y = load_mnist(directory, subset="test", flatten=False)  # (n, 28, 28): rows are steps
 except FileNotFoundError as exc:
-    raise SystemExit(f"{exc}\nusage: python examples/rnn_sequential_mnist.py MNIST_DIR")
+    raise SystemExit(f"{exc}\nusage: python examples/rnn_sequential_mnist.py MNIST_DIR") from None
 X_train, X_test, y_train, y_test = train_test_split(
     X, y, train_size=8000, test_size=2000, stratify=y, random_state=0
 )

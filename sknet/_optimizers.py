@@ -125,7 +125,7 @@ class StochasticOptimizer(ABC):
     def base_learning_rate(self, value):
         self.learning_rate = float(value)
 
-    def iteration_ends(self, time_step):
+    def iteration_ends(self, time_step):  # noqa: B027 (a hook: no-op unless overridden)
         """Called at the end of each epoch with the number of samples seen."""
 
     def trigger_stopping(self, msg, verbose):

@@ -9,8 +9,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sknet._base import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
-    REGRESSOR_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
+    REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
     BaseNeuralNetwork,
     fill_doc,

@@ -427,8 +427,8 @@ def test_verbose_2_prints_scikit_learn_lines_and_adds_no_callback(split, capsys)
 
 
 def test_unfreeze_trains_the_head_first_then_everything(split):
-    from sknet.layers import Conv2D, Dense, Flatten
     from sknet.callbacks import Unfreeze
+    from sknet.layers import Conv2D, Dense, Flatten
 
     X_train, _, y_train, _ = split
 

@@ -24,7 +24,6 @@ from sknet.layers import (
     GlobalAvgPool2D,
     MaxPool2D,
 )
-
 from tests.custom_layers import Scale
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -32,7 +32,6 @@ from sknet.callbacks import (
     TerminateOnNaN,
 )
 from sknet.layers import LSTM, Dense, Dropout, Embedding, Flatten, Layer
-
 from tests.custom_layers import Scale
 
 # Small max_iter everywhere: "not converged" is expected, not the subject here.

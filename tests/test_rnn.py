@@ -11,7 +11,6 @@ from sklearn.model_selection import GridSearchCV, train_test_split
 from sknet import MLPClassifier, RNNClassifier, RNNRegressor
 from sknet.callbacks import EarlyStopping
 from sknet.layers import GRU, LSTM, Dense, Embedding, GlobalAvgPool1D, TimeDistributed
-
 from tests.conftest import needs_gpu
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sknet.losses import make_loss
 from sknet._network import Network
 from sknet._optimizers import SGD, Adam
 from sknet._training import BackendData, BestWeights, Diverged, Trainer, TrainingState
 from sknet.callbacks import Callback
 from sknet.layers import BatchNorm, Dense
+from sknet.losses import make_loss
 
 
 def build(layers, n_features, backend, *, dtype=np.float32, seed=0):
@@ -358,7 +358,7 @@ def test_learning_rate_goes_to_the_optimizer(backend):
     assert sgd.learning_rate == 0.2 and state.learning_rate == 0.2
     lbfgs = make_state(None, estimator=SimpleNamespace())
     with pytest.raises(ValueError, match="learning_rate needs a stochastic solver"):
-        lbfgs.learning_rate
+        _ = lbfgs.learning_rate
     with pytest.raises(ValueError, match="learning_rate needs a stochastic solver"):
         lbfgs.learning_rate = 0.1
     with pytest.raises(ValueError, match="EarlyStop needs solver="):
@@ -374,9 +374,9 @@ def test_attributes_fall_back_to_the_estimator():
     assert state.foo == 4  # read live, not copied
     assert state.batch_size == 5  # the state's own attributes first
     with pytest.raises(AttributeError):
-        state.missing
+        _ = state.missing
     with pytest.raises(AttributeError):
-        make_state(estimator=None).foo
+        _ = make_state(estimator=None).foo
 
 
 # -- BestWeights ------------------------------------------------------------------------------

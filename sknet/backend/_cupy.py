@@ -246,7 +246,8 @@ class CupyBackend(Backend):
 
     def col2im(self, col, H, W, sh, sw, ph, pw, out=None):
         C, kh, kw, N, OH, OW = col.shape
-        img = cp.empty((N, C, H, W), dtype=col.dtype) if out is None else out  # every pixel written
+        # every pixel is written: no need to zero the output
+        img = cp.empty((N, C, H, W), dtype=col.dtype) if out is None else out
         _col2im_kernel(
             cp.ascontiguousarray(col), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, img
         )

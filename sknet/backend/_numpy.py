@@ -149,7 +149,8 @@ class NumpyBackend(Backend):
             argmax = np.empty(Y.shape, dtype=np.int32)
         else:
             Y, argmax = out
-        self.kernels["max_pool_forward"](np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax)
+        self.kernels["max_pool_forward"](
+            np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax)
         return Y, argmax
 
     def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding, out=None):

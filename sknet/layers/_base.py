@@ -5,7 +5,6 @@ from numbers import Real
 import numpy as np
 from sklearn.base import BaseEstimator
 
-
 _TRAINABLE_DOC = """\
     trainable : bool, default=True
         Whether ``fit`` trains the parameters; ``False`` freezes them

@@ -266,7 +266,7 @@ class LSTM(_Recurrent):
         outputs, caches = [], []
         for d in self._directions():
 
-            def buffer(name, shape):  # reused across training batches
+            def buffer(name, shape, d=d):  # reused across training batches
                 if training:
                     return self._buffer(name + d, shape, batch_first=False)
                 return xp.empty(shape, dtype=X.dtype)

@@ -3,7 +3,6 @@
 import copy
 from numbers import Integral
 
-
 from sknet.backend import get_array_module
 from sknet.layers._base import Layer, build_layer
 
