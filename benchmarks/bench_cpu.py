@@ -95,8 +95,8 @@ def load_data(mnist_dir, quick):
     if quick:
         X, y = X[:1000], y[:1000]
     X_train, X_test, y_train, y_test = train_test_split(
-        np.ascontiguousarray(X, dtype=np.float32), y, train_size=0.8, stratify=y,
-        random_state=SEED)
+        np.ascontiguousarray(X, dtype=np.float32), y, train_size=0.8, stratify=y, random_state=SEED
+    )
     return X_train, y_train, X_test, y_test, source
 
 
@@ -130,17 +130,29 @@ def fit_quietly(model, X, y):
 
 
 def sklearn_style_params(epochs, batch_size):
-    return {"alpha": ALPHA, "batch_size": batch_size, "learning_rate_init": LR,
-            "beta_1": BETAS[0], "beta_2": BETAS[1], "epsilon": EPS, "max_iter": epochs,
-            "tol": 0.0, "n_iter_no_change": epochs + 1, "random_state": SEED}
+    return {
+        "alpha": ALPHA,
+        "batch_size": batch_size,
+        "learning_rate_init": LR,
+        "beta_1": BETAS[0],
+        "beta_2": BETAS[1],
+        "epsilon": EPS,
+        "max_iter": epochs,
+        "tol": 0.0,
+        "n_iter_no_change": epochs + 1,
+        "random_state": SEED,
+    }
 
 
 def time_estimator(make, X, y, X_test, y_test, repeats, predict_repeats=5):
     """Seconds per epoch, predict rows per second and test accuracy of an estimator."""
     fit_s, model = best_of(lambda: fit_quietly(make(), X, y), repeats)
     predict_s, y_pred = best_of(lambda: model.predict(X_test), predict_repeats)
-    return {"s_per_epoch": fit_s / model.n_iter_, "predict_rows_per_s": len(X_test) / predict_s,
-            "test_acc": float(np.mean(y_pred == y_test))}
+    return {
+        "s_per_epoch": fit_s / model.n_iter_,
+        "predict_rows_per_s": len(X_test) / predict_s,
+        "test_acc": float(np.mean(y_pred == y_test)),
+    }
 
 
 def torch_mlp(n_in, n_out):
@@ -153,9 +165,17 @@ def torch_mlp(n_in, n_out):
 def torch_convnet(n_out):
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, n_out))
+        nn.Conv2d(1, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 7 * 7, 128),
+        nn.ReLU(),
+        nn.Linear(128, n_out),
+    )
 
 
 def time_torch(build, X, y, X_test, y_test, epochs, batch_size, repeats, channels_last=False):
@@ -182,9 +202,15 @@ def time_torch(build, X, y, X_test, y_test, epochs, batch_size, repeats, channel
         weights = [p for name, p in model.named_parameters() if name.endswith("weight")]
         biases = [p for name, p in model.named_parameters() if name.endswith("bias")]
         optimizer = torch.optim.Adam(
-            [{"params": weights, "weight_decay": ALPHA / batch_size},
-             {"params": biases, "weight_decay": 0.0}],
-            lr=LR, betas=BETAS, eps=EPS, fused=True)
+            [
+                {"params": weights, "weight_decay": ALPHA / batch_size},
+                {"params": biases, "weight_decay": 0.0},
+            ],
+            lr=LR,
+            betas=BETAS,
+            eps=EPS,
+            fused=True,
+        )
         generator = torch.Generator().manual_seed(SEED)
         for _ in range(epochs):
             order = torch.randperm(len(Xt), generator=generator)
@@ -210,8 +236,11 @@ def time_torch(build, X, y, X_test, y_test, epochs, batch_size, repeats, channel
             return classes[torch.cat(out).numpy()]
 
     predict_s, y_pred = best_of(predict, 5)
-    return {"s_per_epoch": fit_s / epochs, "predict_rows_per_s": len(X_test) / predict_s,
-            "test_acc": float(np.mean(y_pred == y_test))}
+    return {
+        "s_per_epoch": fit_s / epochs,
+        "predict_rows_per_s": len(X_test) / predict_s,
+        "test_acc": float(np.mean(y_pred == y_test)),
+    }
 
 
 # -- memory -----------------------------------------------------------------------
@@ -257,8 +286,9 @@ def measure_memory(rows, epochs, threads):
     """Peak RSS of an sknet fit in a fresh process, against the issue's budget."""
     code = MEMORY_SCRIPT.format(root=str(ROOT), hidden=HIDDEN, rows=rows, epochs=epochs)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
     m = json.loads(out.strip().splitlines()[-1])
     # model state: parameters, gradients and Adam's two moments, float32
     model_state = 4 * 4 * m["n_params"]
@@ -288,9 +318,11 @@ def run(args):
     X_small, y_small = X_train[:rows_small], y_train[:rows_small]
     epochs_big, epochs_small, epochs_conv = (1, 2, 1) if args.quick else (2, 10, 2)
     epochs_lstm = 1 if args.quick else 3
-    print(f"sknet {sknet.__version__}, numpy {np.__version__}, "
-          f"torch {torch.__version__ if torch else 'not installed'}; "
-          f"{args.threads} threads; data: {source}")
+    print(
+        f"sknet {sknet.__version__}, numpy {np.__version__}, "
+        f"torch {torch.__version__ if torch else 'not installed'}; "
+        f"{args.threads} threads; data: {source}"
+    )
     rows, results = [], {}
 
     def mlp_sknet(epochs):
@@ -309,40 +341,77 @@ def run(args):
         fit_quietly(mlp_sknet(1)(), X_small[:512], y_small[:512])
         if torch is not None:
             time_torch(torch_mlp, X_small[:512], y_small[:512], X_test, y_test, 1, 128, 1)
-        for name, X, y, epochs in [("mlp_60k", X_big, y_big, epochs_big),
-                                   ("mlp_4k", X_small, y_small, epochs_small)]:
+        for name, X, y, epochs in [
+            ("mlp_60k", X_big, y_big, epochs_big),
+            ("mlp_4k", X_small, y_small, epochs_small),
+        ]:
             r = {"sknet": time_estimator(mlp_sknet(epochs), X, y, X_test, y_test, args.repeats)}
             if name == "mlp_60k":
-                r["sklearn"] = time_estimator(mlp_sklearn(epochs), X, y, X_test, y_test,
-                                              args.repeats)
+                r["sklearn"] = time_estimator(
+                    mlp_sklearn(epochs), X, y, X_test, y_test, args.repeats
+                )
             if torch is not None:
-                r["torch"] = time_torch(torch_mlp, X, y, X_test, y_test, epochs, 128,
-                                        args.repeats)
+                r["torch"] = time_torch(torch_mlp, X, y, X_test, y_test, epochs, 128, args.repeats)
             results[name] = r
-            print(f"  {name}: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
-                                            for k, v in r.items()), flush=True)
+            print(
+                f"  {name}: "
+                + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch" for k, v in r.items()),
+                flush=True,
+            )
         X_conv, y_conv = X_train[:rows_small], y_train[:rows_small]
         # warm-up of the convolution code paths (compiled kernels, oneDNN primitives)
-        fit_quietly(ConvNetClassifier(input_shape=(1, 28, 28), max_iter=1, batch_size=64),
-                    X_conv[:128], y_conv[:128])
+        fit_quietly(
+            ConvNetClassifier(input_shape=(1, 28, 28), max_iter=1, batch_size=64),
+            X_conv[:128],
+            y_conv[:128],
+        )
         if torch is not None:
             for channels_last in (True, False):
-                time_torch(torch_convnet, X_conv[:128], y_conv[:128], X_test[:64], y_test[:64],
-                           1, 64, 1, channels_last)
+                time_torch(
+                    torch_convnet,
+                    X_conv[:128],
+                    y_conv[:128],
+                    X_test[:64],
+                    y_test[:64],
+                    1,
+                    64,
+                    1,
+                    channels_last,
+                )
         r = {"sknet": time_estimator(conv_sknet, X_conv, y_conv, X_test, y_test, args.repeats)}
         if torch is not None:
             candidates = {
-                "torch channels_last": time_torch(torch_convnet, X_conv, y_conv, X_test, y_test,
-                                                  epochs_conv, 64, args.repeats, True),
-                "torch contiguous": time_torch(torch_convnet, X_conv, y_conv, X_test, y_test,
-                                               epochs_conv, 64, args.repeats, False),
+                "torch channels_last": time_torch(
+                    torch_convnet,
+                    X_conv,
+                    y_conv,
+                    X_test,
+                    y_test,
+                    epochs_conv,
+                    64,
+                    args.repeats,
+                    True,
+                ),
+                "torch contiguous": time_torch(
+                    torch_convnet,
+                    X_conv,
+                    y_conv,
+                    X_test,
+                    y_test,
+                    epochs_conv,
+                    64,
+                    args.repeats,
+                    False,
+                ),
             }
             best = min(candidates, key=lambda k: candidates[k]["s_per_epoch"])
             r["torch"] = {**candidates[best], "setting": best}
             r.update(candidates)
         results["convnet"] = r
-        print("  convnet: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
-                                        for k, v in r.items()), flush=True)
+        print(
+            "  convnet: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch" for k, v in r.items()),
+            flush=True,
+        )
         import bench_rnn
 
         # bench_rnn.py's setting: the whole 8,000-image training split
@@ -352,63 +421,116 @@ def run(args):
         r = {"sknet": {"s_per_epoch": lstm_sknet[0], "test_acc": lstm_sknet[1]}}
         if torch is not None:
             time.sleep(SETTLE_SECONDS)
-            lstm_torch = bench_rnn.time_torch(seq_train, y_train, seq_test, y_test, epochs_lstm,
-                                              128)
+            lstm_torch = bench_rnn.time_torch(
+                seq_train, y_train, seq_test, y_test, epochs_lstm, 128
+            )
             r["torch"] = {"s_per_epoch": lstm_torch[0], "test_acc": lstm_torch[1]}
         results["lstm"] = r
-        print("  lstm: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch"
-                                     for k, v in r.items()), flush=True)
+        print(
+            "  lstm: " + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch" for k, v in r.items()),
+            flush=True,
+        )
     results["memory"] = measure_memory(rows_big, 1, args.threads)
 
     mlp, small, conv = results["mlp_60k"], results["mlp_4k"], results["convnet"]
     if torch is not None:
-        rows.append(("MLP train 60k rows: sknet / PyTorch s/epoch", "mlp_60k_vs_torch",
-                     mlp["sknet"]["s_per_epoch"] / mlp["torch"]["s_per_epoch"]))
-        rows.append(("MLP train 4k rows: sknet / PyTorch s/epoch", "mlp_4k_vs_torch",
-                     small["sknet"]["s_per_epoch"] / small["torch"]["s_per_epoch"]))
-    rows.append(("MLP train 60k rows: sklearn / sknet s/epoch (speed-up)",
-                 "mlp_60k_speedup_over_sklearn",
-                 mlp["sklearn"]["s_per_epoch"] / mlp["sknet"]["s_per_epoch"]))
+        rows.append(
+            (
+                "MLP train 60k rows: sknet / PyTorch s/epoch",
+                "mlp_60k_vs_torch",
+                mlp["sknet"]["s_per_epoch"] / mlp["torch"]["s_per_epoch"],
+            )
+        )
+        rows.append(
+            (
+                "MLP train 4k rows: sknet / PyTorch s/epoch",
+                "mlp_4k_vs_torch",
+                small["sknet"]["s_per_epoch"] / small["torch"]["s_per_epoch"],
+            )
+        )
+    rows.append(
+        (
+            "MLP train 60k rows: sklearn / sknet s/epoch (speed-up)",
+            "mlp_60k_speedup_over_sklearn",
+            mlp["sklearn"]["s_per_epoch"] / mlp["sknet"]["s_per_epoch"],
+        )
+    )
     gaps = [abs(mlp["sknet"]["test_acc"] - mlp[p]["test_acc"]) * 100 for p in mlp if p != "sknet"]
-    rows.append(("MLP 60k test accuracy: largest gap to a peer (points)",
-                 "mlp_accuracy_gap_points", max(gaps)))
+    rows.append(
+        (
+            "MLP 60k test accuracy: largest gap to a peer (points)",
+            "mlp_accuracy_gap_points",
+            max(gaps),
+        )
+    )
     if torch is not None:
-        rows.append((f"ConvNet train 4k images: sknet / PyTorch ({conv['torch']['setting']}) "
-                     "s/epoch", "convnet_vs_torch",
-                     conv["sknet"]["s_per_epoch"] / conv["torch"]["s_per_epoch"]))
-    rows.append(("MLP predict: sknet / sklearn rows per s", "mlp_predict_vs_sklearn",
-                 mlp["sknet"]["predict_rows_per_s"] / mlp["sklearn"]["predict_rows_per_s"]))
+        rows.append(
+            (
+                f"ConvNet train 4k images: sknet / PyTorch ({conv['torch']['setting']}) s/epoch",
+                "convnet_vs_torch",
+                conv["sknet"]["s_per_epoch"] / conv["torch"]["s_per_epoch"],
+            )
+        )
+    rows.append(
+        (
+            "MLP predict: sknet / sklearn rows per s",
+            "mlp_predict_vs_sklearn",
+            mlp["sknet"]["predict_rows_per_s"] / mlp["sklearn"]["predict_rows_per_s"],
+        )
+    )
     if torch is not None:
-        rows.append(("ConvNet predict: sknet / PyTorch rows per s", "convnet_predict_vs_torch",
-                     conv["sknet"]["predict_rows_per_s"] / conv["torch"]["predict_rows_per_s"]))
+        rows.append(
+            (
+                "ConvNet predict: sknet / PyTorch rows per s",
+                "convnet_predict_vs_torch",
+                conv["sknet"]["predict_rows_per_s"] / conv["torch"]["predict_rows_per_s"],
+            )
+        )
     if torch is not None:
         lstm = results["lstm"]
-        rows.append(("LSTM(128) train 8k sequences: sknet / PyTorch s/epoch", "lstm_vs_torch",
-                     lstm["sknet"]["s_per_epoch"] / lstm["torch"]["s_per_epoch"]))
+        rows.append(
+            (
+                "LSTM(128) train 8k sequences: sknet / PyTorch s/epoch",
+                "lstm_vs_torch",
+                lstm["sknet"]["s_per_epoch"] / lstm["torch"]["s_per_epoch"],
+            )
+        )
     mem = results["memory"]
     growth, budget = mem["fit_growth_bytes"] / 2**20, mem["budget_bytes"] / 2**20
-    rows.append((f"fit peak RSS growth / (25% of data + model state) "
-                 f"[{growth:.0f} MiB / {budget:.0f} MiB]",
-                 "fit_peak_memory_vs_budget", mem["ratio"]))
-    results["table"] = [{"what": what, "key": key, "value": value, "target": verdict(key, value)}
-                        for what, key, value in rows]
+    rows.append(
+        (
+            f"fit peak RSS growth / (25% of data + model state) "
+            f"[{growth:.0f} MiB / {budget:.0f} MiB]",
+            "fit_peak_memory_vs_budget",
+            mem["ratio"],
+        )
+    )
+    results["table"] = [
+        {"what": what, "key": key, "value": value, "target": verdict(key, value)}
+        for what, key, value in rows
+    ]
     return results
 
 
 def print_results(results):
     print()
-    print("| peer | MLP 60k s/epoch | MLP 4k s/epoch | ConvNet 4k s/epoch | LSTM 8k s/epoch "
-          "| MLP predict rows/s | ConvNet predict rows/s | MLP 60k test acc |")
+    print(
+        "| peer | MLP 60k s/epoch | MLP 4k s/epoch | ConvNet 4k s/epoch | LSTM 8k s/epoch "
+        "| MLP predict rows/s | ConvNet predict rows/s | MLP 60k test acc |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     peers = ["sknet", "sklearn", "torch", "torch channels_last", "torch contiguous"]
     for peer in peers:
         cells = []
-        for key, field, fmt in [("mlp_60k", "s_per_epoch", ".4f"),
-                                ("mlp_4k", "s_per_epoch", ".4f"),
-                                ("convnet", "s_per_epoch", ".4f"), ("lstm", "s_per_epoch", ".4f"),
-                                ("mlp_60k", "predict_rows_per_s", ",.0f"),
-                                ("convnet", "predict_rows_per_s", ",.0f"),
-                                ("mlp_60k", "test_acc", ".4f")]:
+        for key, field, fmt in [
+            ("mlp_60k", "s_per_epoch", ".4f"),
+            ("mlp_4k", "s_per_epoch", ".4f"),
+            ("convnet", "s_per_epoch", ".4f"),
+            ("lstm", "s_per_epoch", ".4f"),
+            ("mlp_60k", "predict_rows_per_s", ",.0f"),
+            ("convnet", "predict_rows_per_s", ",.0f"),
+            ("mlp_60k", "test_acc", ".4f"),
+        ]:
             value = results[key].get(peer, {}).get(field)
             cells.append("-" if value is None else format(value, fmt))
         if any(c != "-" for c in cells):
@@ -422,8 +544,11 @@ def print_results(results):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mnist-dir", default=None,
-                        help="directory of the MNIST test files (default: $SKNET_MNIST_DIR)")
+    parser.add_argument(
+        "--mnist-dir",
+        default=None,
+        help="directory of the MNIST test files (default: $SKNET_MNIST_DIR)",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1, help="fits per peer; the best counts")
     parser.add_argument("--json", default=None, help="also write every number here")

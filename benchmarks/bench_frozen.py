@@ -33,17 +33,26 @@ from sknet.layers import Conv2D, Dense, Flatten, MaxPool2D
 
 def default_convnet_layers(trainable):
     """The layers ConvNetClassifier builds by default, with ``trainable`` set."""
-    return [Conv2D(32, 3, padding="same", activation="relu", trainable=trainable),
-            MaxPool2D(2),
-            Conv2D(64, 3, padding="same", activation="relu", trainable=trainable),
-            MaxPool2D(2), Flatten(),
-            Dense(128, activation="relu", init="he_uniform", trainable=trainable)]
+    return [
+        Conv2D(32, 3, padding="same", activation="relu", trainable=trainable),
+        MaxPool2D(2),
+        Conv2D(64, 3, padding="same", activation="relu", trainable=trainable),
+        MaxPool2D(2),
+        Flatten(),
+        Dense(128, activation="relu", init="he_uniform", trainable=trainable),
+    ]
 
 
 def seconds_per_epoch(X, y, trainable, epochs):
-    clf = ConvNetClassifier(layers=default_convnet_layers(trainable), batch_size=64,
-                            max_iter=epochs + 1, tol=0.0, n_iter_no_change=epochs + 2,
-                            random_state=0, device="cpu")
+    clf = ConvNetClassifier(
+        layers=default_convnet_layers(trainable),
+        batch_size=64,
+        max_iter=epochs + 1,
+        tol=0.0,
+        n_iter_no_change=epochs + 2,
+        random_state=0,
+        device="cpu",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(X, y)
@@ -70,10 +79,14 @@ def main(argv=None):
         frozen = seconds_per_epoch(X, y, False, args.epochs)
     ratio = frozen / unfrozen
     print(f"{len(X)} images ({source}), default ConvNet, batch 64, {args.threads} threads")
-    print(f"| network | s/epoch |\n|---|---:|\n| all layers trained | {unfrozen:.3f} |\n"
-          f"| all but the output layer frozen | {frozen:.3f} |")
-    print(f"frozen / unfrozen epoch: {ratio:.2f} (target <= 0.5: "
-          f"{'met' if ratio <= 0.5 else 'MISSED'})")
+    print(
+        f"| network | s/epoch |\n|---|---:|\n| all layers trained | {unfrozen:.3f} |\n"
+        f"| all but the output layer frozen | {frozen:.3f} |"
+    )
+    print(
+        f"frozen / unfrozen epoch: {ratio:.2f} (target <= 0.5: "
+        f"{'met' if ratio <= 0.5 else 'MISSED'})"
+    )
     return {"unfrozen_s": unfrozen, "frozen_s": frozen, "ratio": ratio}
 
 

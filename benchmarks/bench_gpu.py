@@ -68,8 +68,14 @@ def load_data(rows, mnist_dir):
 
 
 def make_sknet(network, batch_size, epochs, device):
-    common = dict(batch_size=batch_size, max_iter=epochs, tol=0.0,
-                  n_iter_no_change=epochs + 1, random_state=0, device=device)
+    common = dict(
+        batch_size=batch_size,
+        max_iter=epochs,
+        tol=0.0,
+        n_iter_no_change=epochs + 1,
+        random_state=0,
+        device=device,
+    )
     if network == "mlp":
         return MLPClassifier(hidden_layer_sizes=(256, 128), **common)
     return ConvNetClassifier(**common)
@@ -102,13 +108,27 @@ def time_sknet(network, batch_size, X, y, epochs, device):
 def torch_model(network, torch):
     nn = torch.nn
     if network == "mlp":
-        layers = [nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                  nn.Linear(128, 10)]
+        layers = [
+            nn.Linear(784, 256),
+            nn.ReLU(),
+            nn.Linear(256, 128),
+            nn.ReLU(),
+            nn.Linear(128, 10),
+        ]
     else:
-        layers = [nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
-                  nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-                  nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
-                  nn.Linear(128, 10)]
+        layers = [
+            nn.Unflatten(1, (1, 28, 28)),
+            nn.Conv2d(1, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(64 * 7 * 7, 128),
+            nn.ReLU(),
+            nn.Linear(128, 10),
+        ]
     return nn.Sequential(*layers)
 
 
@@ -149,29 +169,39 @@ def time_torch(network, batch_size, X, y, epochs, device):
 
 def measure(args):
     X, y, source = load_data(args.rows, args.mnist_dir)
-    print(f"data: {len(X)} rows of 784 from {source}; {args.epochs} epoch(s) per timing; "
-          f"device {args.device}; sknet {sknet.__version__}")
+    print(
+        f"data: {len(X)} rows of 784 from {source}; {args.epochs} epoch(s) per timing; "
+        f"device {args.device}; sknet {sknet.__version__}"
+    )
     results = []
     for network, batch_size, target in CONFIGS:
-        gpu_s, overhead_s, model = time_sknet(
-            network, batch_size, X, y, args.epochs, args.device)
+        gpu_s, overhead_s, model = time_sknet(network, batch_size, X, y, args.epochs, args.device)
         torch_s = time_torch(network, batch_size, X, y, args.epochs, args.device)
         cpu_rows = min(len(X), max(args.cpu_rows, 4 * batch_size))
         cpu_s, _, _ = time_sknet(network, batch_size, X[:cpu_rows], y[:cpu_rows], 1, "cpu")
         cpu_s *= len(X) / cpu_rows  # per full epoch
-        results.append(dict(
-            network=network, batch_size=batch_size, device=model.device_,
-            sknet_s_per_epoch=gpu_s, sknet_fit_overhead_s=overhead_s,
-            torch_s_per_epoch=torch_s,
-            ratio_to_torch=None if torch_s is None else gpu_s / torch_s,
-            target_ratio=target, sknet_cpu_s_per_epoch=cpu_s,
-            speedup_over_cpu=cpu_s / gpu_s,
-            train_accuracy=float(model.score(X[:10000], y[:10000])),
-        ))
-        print(f"  {network:8s} batch {batch_size:5d}: sknet {gpu_s:.3f} s/epoch "
-              f"(+ {overhead_s:.3f} s per fit), "
-              f"torch {'-' if torch_s is None else f'{torch_s:.3f}'}, "
-              f"sknet cpu {cpu_s:.2f}", flush=True)
+        results.append(
+            dict(
+                network=network,
+                batch_size=batch_size,
+                device=model.device_,
+                sknet_s_per_epoch=gpu_s,
+                sknet_fit_overhead_s=overhead_s,
+                torch_s_per_epoch=torch_s,
+                ratio_to_torch=None if torch_s is None else gpu_s / torch_s,
+                target_ratio=target,
+                sknet_cpu_s_per_epoch=cpu_s,
+                speedup_over_cpu=cpu_s / gpu_s,
+                train_accuracy=float(model.score(X[:10000], y[:10000])),
+            )
+        )
+        print(
+            f"  {network:8s} batch {batch_size:5d}: sknet {gpu_s:.3f} s/epoch "
+            f"(+ {overhead_s:.3f} s per fit), "
+            f"torch {'-' if torch_s is None else f'{torch_s:.3f}'}, "
+            f"sknet cpu {cpu_s:.2f}",
+            flush=True,
+        )
     return results
 
 
@@ -183,20 +213,28 @@ def table(results):
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        ratio = "-" if r["ratio_to_torch"] is None else (
-            f"{r['ratio_to_torch']:.2f} (<= {r['target_ratio']}) "
-            f"{'met' if r['ratio_to_torch'] <= r['target_ratio'] else 'MISSED'}")
+        ratio = (
+            "-"
+            if r["ratio_to_torch"] is None
+            else (
+                f"{r['ratio_to_torch']:.2f} (<= {r['target_ratio']}) "
+                f"{'met' if r['ratio_to_torch'] <= r['target_ratio'] else 'MISSED'}"
+            )
+        )
         torch_s = "-" if r["torch_s_per_epoch"] is None else f"{r['torch_s_per_epoch']:.3f}"
         lines.append(
             f"| {r['network']} | {r['batch_size']} | {r['sknet_s_per_epoch']:.3f} | {torch_s} "
             f"| {ratio} | {r['sknet_cpu_s_per_epoch']:.2f} | {r['speedup_over_cpu']:.1f}x "
-            f"| {r['sknet_fit_overhead_s']:.3f} | {r['train_accuracy']:.3f} |")
+            f"| {r['sknet_fit_overhead_s']:.3f} | {r['train_accuracy']:.3f} |"
+        )
     network, batch_size, target = CPU_SPEEDUP_TARGET
     for r in results:
         if (r["network"], r["batch_size"]) == (network, batch_size):
             verdict = "met" if r["speedup_over_cpu"] >= target else "MISSED"
-            lines.append(f"\nGPU speed-up over sknet's CPU, {network} batch {batch_size}: "
-                         f"{r['speedup_over_cpu']:.1f}x (target >= {target:g}x) {verdict}")
+            lines.append(
+                f"\nGPU speed-up over sknet's CPU, {network} batch {batch_size}: "
+                f"{r['speedup_over_cpu']:.1f}x (target >= {target:g}x) {verdict}"
+            )
     return "\n".join(lines)
 
 
@@ -205,11 +243,13 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--rows", type=int, default=60000)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--cpu-rows", type=int, default=6000,
-                        help="rows timed on the CPU, scaled to a full epoch")
+    parser.add_argument(
+        "--cpu-rows", type=int, default=6000, help="rows timed on the CPU, scaled to a full epoch"
+    )
     parser.add_argument("--mnist-dir", default=None)
-    parser.add_argument("--results", default=None,
-                        help="directory for bench_gpu.json and bench_gpu.md")
+    parser.add_argument(
+        "--results", default=None, help="directory for bench_gpu.json and bench_gpu.md"
+    )
     args = parser.parse_args(argv)
     results = measure(args)
     text = table(results)

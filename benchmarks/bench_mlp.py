@@ -188,23 +188,23 @@ def _time_estimator(peer, estimator, data, config):
     with threadpool_limits(limits=config.threads, user_api="blas"):
         fit_s, model, others = _best_time(fit, config.repeats)
         if model.n_iter_ != config.epochs:
-            raise RuntimeError(
-                f"{peer} ran {model.n_iter_} epochs instead of {config.epochs}"
-            )
-        predict_s, y_pred, _ = _best_time(
-            lambda: model.predict(data["X_test"]), PREDICT_REPEATS
-        )
+            raise RuntimeError(f"{peer} ran {model.n_iter_} epochs instead of {config.epochs}")
+        predict_s, y_pred, _ = _best_time(lambda: model.predict(data["X_test"]), PREDICT_REPEATS)
     return _result(
-        peer, model.coefs_[0].dtype, data, config,
-        fit_s=fit_s, others=others, predict_s=predict_s, y_pred=y_pred,
+        peer,
+        model.coefs_[0].dtype,
+        data,
+        config,
+        fit_s=fit_s,
+        others=others,
+        predict_s=predict_s,
+        y_pred=y_pred,
     )
 
 
 def time_sknet(data, config):
     """Fit and predict with sknet's MLPClassifier on the CPU (float32)."""
-    estimator = SknetMLPClassifier(
-        **_sklearn_params(config), device="cpu", dtype="float32"
-    )
+    estimator = SknetMLPClassifier(**_sklearn_params(config), device="cpu", dtype="float32")
     return _time_estimator("sknet", estimator, data, config)
 
 
@@ -301,8 +301,14 @@ def time_torch(data, config):
     finally:
         torch.set_num_threads(previous_threads)
     return _result(
-        "torch", "float32", data, config,
-        fit_s=fit_s, others=others, predict_s=predict_s, y_pred=y_pred,
+        "torch",
+        "float32",
+        data,
+        config,
+        fit_s=fit_s,
+        others=others,
+        predict_s=predict_s,
+        y_pred=y_pred,
         fused_adam=fused,
     )
 
@@ -313,9 +319,7 @@ def compare(results):
     base = results["sknet"]
     for result in results.values():
         result["fit_ratio_vs_sknet"] = result["fit_s"] / base["fit_s"]
-        result["acc_sknet_minus_peer_points"] = 100 * (
-            base["test_acc"] - result["test_acc"]
-        )
+        result["acc_sknet_minus_peer_points"] = 100 * (base["test_acc"] - result["test_acc"])
 
 
 def print_table(name, info, results, config):
@@ -339,10 +343,7 @@ def print_table(name, info, results, config):
             f"{r['test_acc']:>10.4f}{r['fit_ratio_vs_sknet']:>10.2f}x"
             f"{r['acc_sknet_minus_peer_points']:>+12.2f} pts"
         )
-    print(
-        "(fit ratio = peer fit seconds / sknet fit seconds: above 1 means sknet "
-        "is faster)"
-    )
+    print("(fit ratio = peer fit seconds / sknet fit seconds: above 1 means sknet is faster)")
     for r in results.values():
         others = r["other_processes_cpu_s"]
         if others is not None and others > max(0.05, 0.1 * r["fit_s"]):
@@ -378,8 +379,7 @@ def print_environment(config, with_torch):
                 environment["blas"].append(
                     {
                         "package": owner,
-                        **{k: lib.get(k) for k in ("internal_api", "version",
-                                                   "num_threads")},
+                        **{k: lib.get(k) for k in ("internal_api", "version", "num_threads")},
                     }
                 )
     print(
@@ -395,8 +395,11 @@ def print_environment(config, with_torch):
         environment["torch"] = torch.__version__
         config_text = torch.__config__.show()
         blas = next(
-            (line.split("BLAS_INFO=")[1].split(",")[0]
-             for line in config_text.splitlines() if "BLAS_INFO=" in line),
+            (
+                line.split("BLAS_INFO=")[1].split(",")[0]
+                for line in config_text.splitlines()
+                if "BLAS_INFO=" in line
+            ),
             "unknown",
         )
         environment["torch_blas"] = blas
@@ -439,26 +442,46 @@ def _dataset_names(text):
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        description="Time sknet's MLPClassifier against scikit-learn and PyTorch "
-        "(CPU).",
+        description="Time sknet's MLPClassifier against scikit-learn and PyTorch (CPU).",
     )
-    parser.add_argument("--datasets", type=_dataset_names, default=list(DATASETS),
-                        help="comma-separated: digits,mnist (default: both)")
-    parser.add_argument("--mnist-dir", default=None,
-                        help=f"directory of the MNIST test files (default: "
-                        f"${MNIST_ENV_VAR}); MNIST is skipped without them")
-    parser.add_argument("--hidden", type=_hidden_sizes, default=(256, 128),
-                        help="hidden layer sizes (default: 256,128)")
+    parser.add_argument(
+        "--datasets",
+        type=_dataset_names,
+        default=list(DATASETS),
+        help="comma-separated: digits,mnist (default: both)",
+    )
+    parser.add_argument(
+        "--mnist-dir",
+        default=None,
+        help=f"directory of the MNIST test files (default: "
+        f"${MNIST_ENV_VAR}); MNIST is skipped without them",
+    )
+    parser.add_argument(
+        "--hidden",
+        type=_hidden_sizes,
+        default=(256, 128),
+        help="hidden layer sizes (default: 256,128)",
+    )
     parser.add_argument("--batch-size", type=_positive_int, default=128)
     parser.add_argument("--epochs", type=_positive_int, default=20)
-    parser.add_argument("--repeats", type=_positive_int, default=1,
-                        help="fits per peer; the best time is kept (default: 1)")
-    parser.add_argument("--threads", type=_positive_int, default=2,
-                        help="BLAS / torch threads for every peer (default: 2)")
-    parser.add_argument("--json", metavar="PATH", default=None,
-                        help="also write all the numbers to this JSON file")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke test: digits only, 2 epochs, 1 repeat")
+    parser.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        help="fits per peer; the best time is kept (default: 1)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=2,
+        help="BLAS / torch threads for every peer (default: 2)",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", default=None, help="also write all the numbers to this JSON file"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke test: digits only, 2 epochs, 1 repeat"
+    )
     return parser
 
 

@@ -44,8 +44,9 @@ def load(mnist_dir, rows):
         X, y = rng.rand(rows, 28, 28).astype(np.float32), rng.randint(0, 10, rows)
         source = "random images"
     n_train = min(8000, int(0.8 * len(X)))
-    split = train_test_split(X, y, train_size=n_train, test_size=len(X) - n_train,
-                             stratify=y, random_state=0)
+    split = train_test_split(
+        X, y, train_size=n_train, test_size=len(X) - n_train, stratify=y, random_state=0
+    )
     return split, source
 
 
@@ -53,9 +54,16 @@ def time_sknet(X_train, y_train, X_test, y_test, epochs, batch_size):
     """Median seconds of sknet's training epochs (from ``history_``) and test accuracy."""
 
     def fit(X, y, n_epochs):
-        clf = RNNClassifier(units=(128,), batch_size=batch_size, max_iter=n_epochs, tol=0.0,
-                            n_iter_no_change=n_epochs + 1, clip_norm=5.0, random_state=0,
-                            device="cpu")
+        clf = RNNClassifier(
+            units=(128,),
+            batch_size=batch_size,
+            max_iter=n_epochs,
+            tol=0.0,
+            n_iter_no_change=n_epochs + 1,
+            clip_norm=5.0,
+            random_state=0,
+            device="cpu",
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             return clf.fit(X, y)
@@ -120,14 +128,17 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=10000,
-                        help="random stand-in rows when MNIST is absent")
+    parser.add_argument(
+        "--rows", type=int, default=10000, help="random stand-in rows when MNIST is absent"
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     (X_train, X_test, y_train, y_test), source = load(args.mnist_dir, args.rows)
-    print(f"LSTM(128) on {source} read row by row: {len(X_train)} train / {len(X_test)} "
-          f"test, batch {args.batch_size}, {args.epochs} epochs, {args.threads} threads; "
-          f"sknet {sknet.__version__}")
+    print(
+        f"LSTM(128) on {source} read row by row: {len(X_train)} train / {len(X_test)} "
+        f"test, batch {args.batch_size}, {args.epochs} epochs, {args.threads} threads; "
+        f"sknet {sknet.__version__}"
+    )
     try:
         import torch
 

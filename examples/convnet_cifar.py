@@ -37,31 +37,49 @@ try:
     X_train, y_train, classes = load_cifar10(path, subset="train")
     X_test, y_test, _ = load_cifar10(path, subset="test")
 except FileNotFoundError as exc:
-    raise SystemExit(f"{exc}\nusage: python examples/convnet_cifar.py CIFAR10_PATH "
-                     "[epochs] [n_train]") from None
+    raise SystemExit(
+        f"{exc}\nusage: python examples/convnet_cifar.py CIFAR10_PATH [epochs] [n_train]"
+    ) from None
 if n_train is not None:
     X_train, y_train = X_train[:n_train], y_train[:n_train]
 
 
 def block(filters):
-    return [Conv2D(filters, 3, padding="same", use_bias=False), BatchNorm(),
-            Conv2D(filters, 3, padding="same", activation="relu"), MaxPool2D(2)]
+    return [
+        Conv2D(filters, 3, padding="same", use_bias=False),
+        BatchNorm(),
+        Conv2D(filters, 3, padding="same", activation="relu"),
+        MaxPool2D(2),
+    ]
 
 
 clf = ConvNetClassifier(
-    layers=[*block(32), *block(64), *block(128), Flatten(),
-            Dense(256, activation="relu", init="he_uniform"), Dropout(0.3)],
-    batch_size=128, max_iter=epochs, early_stopping=True,
+    layers=[
+        *block(32),
+        *block(64),
+        *block(128),
+        Flatten(),
+        Dense(256, activation="relu", init="he_uniform"),
+        Dropout(0.3),
+    ],
+    batch_size=128,
+    max_iter=epochs,
+    early_stopping=True,
     validation_fraction=min(0.1, 5000 / len(X_train)) if len(X_train) > 100 else 0.2,
-    n_iter_no_change=5, random_state=0,
+    n_iter_no_change=5,
+    random_state=0,
 )
 start = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)
     clf.fit(X_train, y_train)
 seconds = time.perf_counter() - start
-print(f"Trained on {len(X_train)} CIFAR-10 images on {clf.device_!r}: {clf.n_iter_} "
-      f"epochs, {seconds / clf.n_iter_:.1f} s per epoch")
-print(f"Test accuracy: {clf.score(X_test, y_test):.4f} "
-      f"(best validation accuracy {clf.best_validation_score_:.4f})")
+print(
+    f"Trained on {len(X_train)} CIFAR-10 images on {clf.device_!r}: {clf.n_iter_} "
+    f"epochs, {seconds / clf.n_iter_:.1f} s per epoch"
+)
+print(
+    f"Test accuracy: {clf.score(X_test, y_test):.4f} "
+    f"(best validation accuracy {clf.best_validation_score_:.4f})"
+)
 print("First test images:", [classes[label] for label in clf.predict(X_test[:5])])

@@ -28,11 +28,16 @@ X_train, X_test, y_train, y_test = train_test_split(
 
 models = {
     "ConvNetClassifier": ConvNetClassifier(
-        conv_filters=(16, 32), dense_units=(64,), learning_rate_init=0.003,
-        early_stopping=True, random_state=0,
+        conv_filters=(16, 32),
+        dense_units=(64,),
+        learning_rate_init=0.003,
+        early_stopping=True,
+        random_state=0,
     ),
     "MLPClassifier": MLPClassifier(
-        hidden_layer_sizes=(64,), learning_rate_init=0.003, early_stopping=True,
+        hidden_layer_sizes=(64,),
+        learning_rate_init=0.003,
+        early_stopping=True,
         random_state=0,
     ),
 }
@@ -42,12 +47,19 @@ for name, model in models.items():
     start = time.perf_counter()
     model.fit(data, y_train)
     seconds = time.perf_counter() - start
-    print(f"{name:>18}: test accuracy {model.score(test, y_test):.4f} "
-          f"({model.n_iter_} epochs, {seconds:.1f} s on {model.device_})")
+    print(
+        f"{name:>18}: test accuracy {model.score(test, y_test):.4f} "
+        f"({model.n_iter_} epochs, {seconds:.1f} s on {model.device_})"
+    )
 
 # A network written layer by layer; grid search reaches into the list.
-layers = [Conv2D(16, 3, padding="same", activation="relu"), MaxPool2D(2), Flatten(),
-          Dense(64, activation="relu"), Dropout(0.25)]
+layers = [
+    Conv2D(16, 3, padding="same", activation="relu"),
+    MaxPool2D(2),
+    Flatten(),
+    Dense(64, activation="relu"),
+    Dropout(0.25),
+]
 search = GridSearchCV(
     ConvNetClassifier(layers=layers, learning_rate_init=0.003, max_iter=20, random_state=0),
     {"layers__0__filters": [8, 16], "layers__4__rate": [0.0, 0.25]},
@@ -56,6 +68,8 @@ search = GridSearchCV(
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)  # 20 epochs on purpose
     search.fit(X_train, y_train)
-print(f"Grid search over the layer list: best {search.best_params_}, "
-      f"CV accuracy {search.best_score_:.4f}, "
-      f"test accuracy {search.score(X_test, y_test):.4f}")
+print(
+    f"Grid search over the layer list: best {search.best_params_}, "
+    f"CV accuracy {search.best_score_:.4f}, "
+    f"test accuracy {search.score(X_test, y_test):.4f}"
+)

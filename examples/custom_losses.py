@@ -43,8 +43,14 @@ def summary(values):
 # -- imbalanced classes: log-loss vs focal loss ------------------------------------------
 scores = {"log_loss": [], "focal (gamma=2)": []}
 for seed in SEEDS:
-    X, y = make_classification(n_samples=3000, n_features=20, n_informative=5,
-                               weights=[0.95, 0.05], class_sep=0.8, random_state=seed)
+    X, y = make_classification(
+        n_samples=3000,
+        n_features=20,
+        n_informative=5,
+        weights=[0.95, 0.05],
+        class_sep=0.8,
+        random_state=seed,
+    )
     X_train, X_test, y_train, y_test = train_test_split(X, y, stratify=y, random_state=0)
     for name, loss in [("log_loss", "log_loss"), ("focal (gamma=2)", FocalLoss(gamma=2.0))]:
         clf = MLPClassifier((64,), loss=loss, max_iter=100, random_state=0, device="cpu")
@@ -65,8 +71,9 @@ for seed in SEEDS:
     y_train = y_train.copy()
     y_train[outlier] += rng.choice([-1, 1], outlier.sum()) * rng.uniform(10, 20, outlier.sum())
     for name, loss in [("squared_error", "squared_error"), ("huber (delta=1)", Huber(1.0))]:
-        reg = MLPRegressor(loss, hidden_layer_sizes=(64,), max_iter=150, random_state=0,
-                           device="cpu")
+        reg = MLPRegressor(
+            loss, hidden_layer_sizes=(64,), max_iter=150, random_state=0, device="cpu"
+        )
         errors[name].append(mean_absolute_error(y_test, reg.fit(X_train, y_train).predict(X_test)))
 print("5% gross outliers in training, MAE on clean test targets:")
 for name, values in errors.items():
@@ -78,8 +85,9 @@ for seed in SEEDS:
     X, y = make_regression(n_samples=2000, n_features=5, noise=20.0, random_state=seed)
     y = y / y.std()
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
-    reg = MLPRegressor(Quantile(0.9), hidden_layer_sizes=(64,), max_iter=200,
-                       random_state=0, device="cpu").fit(X_train, y_train)
+    reg = MLPRegressor(
+        Quantile(0.9), hidden_layer_sizes=(64,), max_iter=200, random_state=0, device="cpu"
+    ).fit(X_train, y_train)
     below.append(np.mean(y_test <= reg.predict(X_test)))
 print(f"Quantile(0.9): share of test targets below the prediction {summary(below)}")
 
@@ -96,6 +104,12 @@ class LogCosh(Loss):
 
 print(f"LogCosh gradient check: worst relative error {check_loss_gradients(LogCosh()):.1e}")
 X, y = make_regression(n_samples=500, n_features=5, noise=1.0, random_state=0)
-reg = MLPRegressor(LogCosh(), hidden_layer_sizes=(32,), learning_rate_init=0.01,
-                   max_iter=200, random_state=0, device="cpu").fit(X, y / y.std())
+reg = MLPRegressor(
+    LogCosh(),
+    hidden_layer_sizes=(32,),
+    learning_rate_init=0.01,
+    max_iter=200,
+    random_state=0,
+    device="cpu",
+).fit(X, y / y.std())
 print(f"LogCosh regressor: R^2 on its training data {reg.score(X, y / y.std()):.3f}")

@@ -34,8 +34,9 @@ if __name__ == "__main__":  # worker processes re-import this file
     X_train, X_test, y_train, y_test = train_test_split(
         X / 16.0, y, test_size=0.25, stratify=y, random_state=0
     )
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None)
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
     client = Client(cluster)
     print(f"Dask cluster with {len(client.scheduler_info()['workers'])} workers")
 
@@ -49,17 +50,22 @@ if __name__ == "__main__":  # worker processes re-import this file
     with warnings.catch_warnings(), joblib.parallel_backend("dask"):
         warnings.simplefilter("ignore", ConvergenceWarning)
         grid.fit(X_train, y_train)
-    print(f"GridSearchCV on Dask: {len(grid.cv_results_['params'])} candidates x 3 folds "
-          f"in {time.perf_counter() - start:.1f} s; best {grid.best_params_}, "
-          f"test accuracy {grid.score(X_test, y_test):.4f}")
+    print(
+        f"GridSearchCV on Dask: {len(grid.cv_results_['params'])} candidates x 3 folds "
+        f"in {time.perf_counter() - start:.1f} s; best {grid.best_params_}, "
+        f"test accuracy {grid.score(X_test, y_test):.4f}"
+    )
 
     X_blocks = da.from_array(X_train.astype(np.float32), chunks=(250, 64))
     y_blocks = da.from_array(y_train, chunks=250)
-    incremental = Incremental(MLPClassifier(learning_rate_init=0.01, random_state=0),
-                              scoring="accuracy")
+    incremental = Incremental(
+        MLPClassifier(learning_rate_init=0.01, random_state=0), scoring="accuracy"
+    )
     for _ in range(10):
         incremental.partial_fit(X_blocks, y_blocks, classes=np.arange(10))
-    print(f"Incremental: 10 passes over {X_blocks.numblocks[0]} blocks, "
-          f"test accuracy {incremental.score(X_test, y_test):.4f}")
+    print(
+        f"Incremental: 10 passes over {X_blocks.numblocks[0]} blocks, "
+        f"test accuracy {incremental.score(X_test, y_test):.4f}"
+    )
     client.close()
     cluster.close()

@@ -48,11 +48,15 @@ grid.fit(X_train, y_train)
 search_seconds = time.perf_counter() - start
 best = grid.best_estimator_
 mlp = best[-1]
-print(f"Grid search: {len(grid.cv_results_['params'])} candidates x 3 folds "
-      f"in {search_seconds:.1f} s")
+print(
+    f"Grid search: {len(grid.cv_results_['params'])} candidates x 3 folds "
+    f"in {search_seconds:.1f} s"
+)
 print(f"Best parameters: {grid.best_params_} (CV accuracy {grid.best_score_:.3f})")
-print(f"Trained on {mlp.device_!r} for {mlp.n_iter_} epochs, "
-      f"best validation accuracy {mlp.best_validation_score_:.3f}")
+print(
+    f"Trained on {mlp.device_!r} for {mlp.n_iter_} epochs, "
+    f"best validation accuracy {mlp.best_validation_score_:.3f}"
+)
 
 # The same search with scikit-learn's own MLP, for comparison.
 sklearn_grid = clone(grid).set_params(
@@ -63,9 +67,11 @@ sklearn_grid = clone(grid).set_params(
 start = time.perf_counter()
 sklearn_grid.fit(X_train, y_train)
 sklearn_seconds = time.perf_counter() - start
-print(f"The same search with scikit-learn's MLPClassifier: {sklearn_seconds:.1f} s "
-      f"({sklearn_seconds / search_seconds:.1f}x sknet's time), "
-      f"CV accuracy {sklearn_grid.best_score_:.3f}")
+print(
+    f"The same search with scikit-learn's MLPClassifier: {sklearn_seconds:.1f} s "
+    f"({sklearn_seconds / search_seconds:.1f}x sknet's time), "
+    f"CV accuracy {sklearn_grid.best_score_:.3f}"
+)
 
 with tempfile.TemporaryDirectory() as tmp:
     path = Path(tmp) / "digits_mlp.joblib"
@@ -78,5 +84,7 @@ accuracy = reloaded.score(X_test, y_test)
 predict_ms = (time.perf_counter() - start) * 1000
 assert (reloaded.predict(X_test) == best.predict(X_test)).all()
 print(f"Saved and reloaded with joblib ({size_kb:.0f} kB): identical predictions")
-print(f"Test accuracy of the reloaded pipeline: {accuracy:.4f} "
-      f"({len(X_test)} digits scored in {predict_ms:.1f} ms)")
+print(
+    f"Test accuracy of the reloaded pipeline: {accuracy:.4f} "
+    f"({len(X_test)} digits scored in {predict_ms:.1f} ms)"
+)

@@ -30,8 +30,9 @@ X, y = load_digits(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X / 16, y, stratify=y, random_state=0)
 
 mlp = MLPClassifier(hidden_layer_sizes=(64,), max_iter=60, random_state=0)
-cnn = ConvNetClassifier(conv_filters=(8,), dense_units=(32,), learning_rate_init=0.01,
-                        max_iter=30, random_state=0)
+cnn = ConvNetClassifier(
+    conv_filters=(8,), dense_units=(32,), learning_rate_init=0.01, max_iter=30, random_state=0
+)
 logistic = LogisticRegression(max_iter=2000)
 models = {
     "MLPClassifier": mlp,
@@ -40,10 +41,13 @@ models = {
     # the ConvNet's 32 hidden features, then an SVM (the network is fitted inside)
     "FeatureExtractor(ConvNet) + SVC": make_pipeline(FeatureExtractor(cnn), SVC()),
     "soft voting (MLP, ConvNet, logistic)": VotingClassifier(
-        [("mlp", mlp), ("cnn", cnn), ("lr", logistic)], voting="soft"),
+        [("mlp", mlp), ("cnn", cnn), ("lr", logistic)], voting="soft"
+    ),
     "stacking (MLP, ConvNet, logistic)": StackingClassifier(
         [("mlp", mlp), ("cnn", cnn), ("lr", logistic)],
-        final_estimator=LogisticRegression(max_iter=2000), cv=3),
+        final_estimator=LogisticRegression(max_iter=2000),
+        cv=3,
+    ),
 }
 for name, model in models.items():
     print(f"{name:46s} {model.fit(X_train, y_train).score(X_test, y_test):.4f}")

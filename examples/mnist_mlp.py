@@ -48,5 +48,7 @@ for name, model in [
         warnings.simplefilter("ignore", ConvergenceWarning)  # 15 epochs on purpose
         model.fit(X_train, y_train)
     seconds = time.perf_counter() - start
-    print(f"{name:>12}: test accuracy {model.score(X_test, y_test):.4f}, "
-          f"fit {seconds:.1f} s ({seconds / model.n_iter_:.2f} s/epoch)")
+    print(
+        f"{name:>12}: test accuracy {model.score(X_test, y_test):.4f}, "
+        f"fit {seconds:.1f} s ({seconds / model.n_iter_:.2f} s/epoch)"
+    )

@@ -27,22 +27,30 @@ X_train, X_test, y_train, y_test = train_test_split(
     X / 16.0, y, test_size=0.25, stratify=y, random_state=0
 )
 # class_weight rebalances the loss; here it doubles the weight of the digit 8
-clf = MLPClassifier(hidden_layer_sizes=(64,), early_stopping=True, random_state=0,
-                    class_weight={8: 2.0}).fit(X_train, y_train)
+clf = MLPClassifier(
+    hidden_layer_sizes=(64,), early_stopping=True, random_state=0, class_weight={8: 2.0}
+).fit(X_train, y_train)
 print(f"Test accuracy: {clf.score(X_test, y_test):.4f}")
 
 with tempfile.TemporaryDirectory() as tmp:
     path = Path(tmp) / "digits.skops"
     sio.dump(clf, path)
     untrusted = sio.get_untrusted_types(file=path)
-    print(f"skops asks to trust {len(untrusted)} types, all sknet's own: "
-          f"{all(name in sknet.TRUSTED_TYPES for name in untrusted)}")
+    print(
+        f"skops asks to trust {len(untrusted)} types, all sknet's own: "
+        f"{all(name in sknet.TRUSTED_TYPES for name in untrusted)}"
+    )
     loaded = sio.load(path, trusted=sknet.TRUSTED_TYPES)
-print(f"Reloaded with skops: identical predictions "
-      f"{np.array_equal(loaded.predict(X_test), clf.predict(X_test))}")
+print(
+    f"Reloaded with skops: identical predictions "
+    f"{np.array_equal(loaded.predict(X_test), clf.predict(X_test))}"
+)
 
-session = onnxruntime.InferenceSession(to_onnx(clf).SerializeToString(),
-                                       providers=["CPUExecutionProvider"])
+session = onnxruntime.InferenceSession(
+    to_onnx(clf).SerializeToString(), providers=["CPUExecutionProvider"]
+)
 labels, proba = session.run(None, {"X": X_test.astype(np.float32)})
-print(f"ONNX Runtime: same labels {np.array_equal(labels, clf.predict(X_test))}, "
-      f"largest probability difference {np.abs(proba - clf.predict_proba(X_test)).max():.1e}")
+print(
+    f"ONNX Runtime: same labels {np.array_equal(labels, clf.predict(X_test))}, "
+    f"largest probability difference {np.abs(proba - clf.predict_proba(X_test)).max():.1e}"
+)

@@ -39,8 +39,10 @@ clf = MLPClassifier(
 )
 clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
 stopper = clf.callbacks_[0]
-print(f"Stopped at epoch {stopper.stopped_epoch_}; restored epoch {stopper.best_epoch_} "
-      f"(validation loss {stopper.best_value_:.4f}, accuracy {clf.score(X_val, y_val):.4f})")
+print(
+    f"Stopped at epoch {stopper.stopped_epoch_}; restored epoch {stopper.best_epoch_} "
+    f"(validation loss {stopper.best_value_:.4f}, accuracy {clf.score(X_val, y_val):.4f})"
+)
 
 ax = plot_learning_curves(clf)
 ax.figure.tight_layout()

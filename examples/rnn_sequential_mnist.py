@@ -36,14 +36,22 @@ X_train, X_test, y_train, y_test = train_test_split(
     X, y, train_size=8000, test_size=2000, stratify=y, random_state=0
 )
 
-clf = RNNClassifier(cell="lstm", units=(128,), batch_size=128, max_iter=epochs,
-                    clip_norm=5.0, random_state=0,
-                    callbacks=[PrintLog(), ProgressBar()])
+clf = RNNClassifier(
+    cell="lstm",
+    units=(128,),
+    batch_size=128,
+    max_iter=epochs,
+    clip_norm=5.0,
+    random_state=0,
+    callbacks=[PrintLog(), ProgressBar()],
+)
 start = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed number of epochs
     clf.fit(X_train, y_train, X_val=X_test, y_val=y_test)
 seconds = time.perf_counter() - start
-print(f"LSTM(128) over {clf.input_shape_[0]} rows of {clf.input_shape_[1]} pixels, "
-      f"trained on {clf.device_!r}: {seconds / clf.n_iter_:.2f} s per epoch")
+print(
+    f"LSTM(128) over {clf.input_shape_[0]} rows of {clf.input_shape_[1]} pixels, "
+    f"trained on {clf.device_!r}: {seconds / clf.n_iter_:.2f} s per epoch"
+)
 print(f"Test accuracy: {clf.score(X_test, y_test):.4f}")

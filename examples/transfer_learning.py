@@ -53,22 +53,27 @@ except (FileNotFoundError, ValueError):
     source_params, epochs = dict(conv_filters=(16,), dense_units=(64,)), 60
     data = "scikit-learn's digits (no MNIST given), 80/20 split"
 X_train, X_test, y_train, y_test = train_test_split(
-    X, y, train_size=0.8, stratify=y, random_state=0)
+    X, y, train_size=0.8, stratify=y, random_state=0
+)
 old_train, new_train = y_train < 5, y_train >= 5
 new_test = y_test >= 5
 
-source = ConvNetClassifier(max_iter=10, learning_rate_init=0.002, random_state=0,
-                           **source_params).fit(X_train[old_train], y_train[old_train])
-print(f"{data}; source network trained on the digits 0-4 "
-      f"({old_train.sum()} images): test accuracy "
-      f"{source.score(X_test[y_test < 5], y_test[y_test < 5]):.3f}")
+source = ConvNetClassifier(
+    max_iter=10, learning_rate_init=0.002, random_state=0, **source_params
+).fit(X_train[old_train], y_train[old_train])
+print(
+    f"{data}; source network trained on the digits 0-4 "
+    f"({old_train.sum()} images): test accuracy "
+    f"{source.score(X_test[y_test < 5], y_test[y_test < 5]):.3f}"
+)
 
 
 def few_labels(n_per_class, seed):
     rng = np.random.RandomState(seed)
     rows = np.flatnonzero(new_train)
-    picked = [rng.choice(rows[y_train[rows] == c], n_per_class, replace=False)
-              for c in range(5, 10)]
+    picked = [
+        rng.choice(rows[y_train[rows] == c], n_per_class, replace=False) for c in range(5, 10)
+    ]
     return np.concatenate(picked)
 
 
@@ -88,8 +93,9 @@ def model(kind, seed):
 
 
 kinds = ["from scratch", "frozen", "fine-tuned"]
-print(f"\nAccuracy on the digits 5-9 ({new_test.sum()} test images), 5 draws of the "
-      "labelled images:")
+print(
+    f"\nAccuracy on the digits 5-9 ({new_test.sum()} test images), 5 draws of the labelled images:"
+)
 print(f"{'labels per class':>16}  " + "  ".join(f"{kind:>15}" for kind in kinds))
 for n_per_class in (10, 50):
     cells = []

@@ -13,14 +13,33 @@ from sknet._rnn import RNNClassifier, RNNRegressor  # noqa: E402
 
 
 def _trusted_types():
-    classes = [ConvNetClassifier, FeatureExtractor, MLPClassifier, MLPRegressor,
-               RNNClassifier, RNNRegressor, Network, SklearnGlorotUniform, SGD, Adam]
-    classes += [cls for cls in vars(losses).values() if isinstance(cls, type)
-                and issubclass(cls, losses.Loss) and cls is not losses.Loss]
-    classes += [cls for cls in map(lambda name: getattr(layers, name), layers.__all__)
-                if isinstance(cls, type) and cls is not layers.Layer]
-    classes += [cls for cls in map(lambda name: getattr(callbacks, name), callbacks.__all__)
-                if issubclass(cls, callbacks.Callback) and cls is not callbacks.Callback]
+    classes = [
+        ConvNetClassifier,
+        FeatureExtractor,
+        MLPClassifier,
+        MLPRegressor,
+        RNNClassifier,
+        RNNRegressor,
+        Network,
+        SklearnGlorotUniform,
+        SGD,
+        Adam,
+    ]
+    classes += [
+        cls
+        for cls in vars(losses).values()
+        if isinstance(cls, type) and issubclass(cls, losses.Loss) and cls is not losses.Loss
+    ]
+    classes += [
+        cls
+        for cls in map(lambda name: getattr(layers, name), layers.__all__)
+        if isinstance(cls, type) and cls is not layers.Layer
+    ]
+    classes += [
+        cls
+        for cls in map(lambda name: getattr(callbacks, name), callbacks.__all__)
+        if issubclass(cls, callbacks.Callback) and cls is not callbacks.Callback
+    ]
     return sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
 
 

@@ -228,6 +228,7 @@ CLASS_WEIGHT_DOC = """
         With early stopping, consider ``scoring='balanced_accuracy'``.
 """
 
+
 class SknetVersionWarning(UserWarning):
     """A model pickled by one sknet version was loaded by another."""
 
@@ -243,8 +244,10 @@ def _canonical(value):
     if isinstance(value, Layer):
         params = value.get_params(deep=False)
         return (type(value).__module__, type(value).__qualname__) + tuple(
-            (k, _canonical(v)) for k, v in sorted(params.items())
-            if k not in ("trainable", "lr_scale"))
+            (k, _canonical(v))
+            for k, v in sorted(params.items())
+            if k not in ("trainable", "lr_scale")
+        )
     return value
 
 
@@ -404,20 +407,23 @@ class BaseNeuralNetwork(BaseEstimator):
 
     def _network_signature(self):
         """What defines the network, to compare across warm fits."""
-        return {name: (_digest(getattr(self, name)), getattr(self, name))
-                for name in self._network_parameters}
+        return {
+            name: (_digest(getattr(self, name)), getattr(self, name))
+            for name in self._network_parameters
+        }
 
     def _check_same_network(self):
         """A warm fit continues the same network: refuse changed parameters."""
         recorded = getattr(self, "_network_spec", {})
-        advice = ("warm_start and partial_fit continue the same network. Set it back, "
-                  "or fit with warm_start=False to build a new network.")
+        advice = (
+            "warm_start and partial_fit continue the same network. Set it back, "
+            "or fit with warm_start=False to build a new network."
+        )
         for name, (digest, value) in self._network_signature().items():
             if name in recorded and recorded[name][0] != digest:
                 raise ValueError(
                     f"{name} changed from {_short_repr(recorded[name][1])} to "
-                    f"{_short_repr(value)} since this {type(self).__name__} was fitted; "
-                    + advice
+                    f"{_short_repr(value)} since this {type(self).__name__} was fitted; " + advice
                 )
         # Another loss may continue the network, unless it changes the output.
         output = self._make_loss().out_activation
@@ -443,8 +449,17 @@ class BaseNeuralNetwork(BaseEstimator):
         self.network_.to_backend(backend)
 
     # -- fit ----------------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None,
-            sample_weight_val=None, validation_data=None):
+    def fit(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        *,
+        X_val=None,
+        y_val=None,
+        sample_weight_val=None,
+        validation_data=None,
+    ):
         """Fit the model to data matrix X and target(s) y.
 
         Parameters
@@ -473,19 +488,16 @@ class BaseNeuralNetwork(BaseEstimator):
         self : object
             The fitted estimator.
         """
-        return self._fit(X, y, sample_weight, False,
-                         (X_val, y_val, sample_weight_val, validation_data))
+        return self._fit(
+            X, y, sample_weight, False, (X_val, y_val, sample_weight_val, validation_data)
+        )
 
     def _fit(self, X, y, sample_weight, incremental, validation_args):
         # scikit-learn validates on the host: CuPy inputs make one round trip.
-        X, y, sample_weight = (
-            a.get() if is_device_array(a) else a for a in (X, y, sample_weight)
-        )
+        X, y, sample_weight = (a.get() if is_device_array(a) else a for a in (X, y, sample_weight))
         self._validate_params()
         self._check_params()
-        first_pass = not self.__sklearn_is_fitted__() or (
-            not self.warm_start and not incremental
-        )
+        first_pass = not self.__sklearn_is_fitted__() or (not self.warm_start and not incremental)
         if not first_pass:
             self._check_same_network()
         backend = get_backend(self.device)
@@ -496,8 +508,9 @@ class BaseNeuralNetwork(BaseEstimator):
             sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
             class_weight = self._class_sample_weight(Y, incremental)
             if class_weight is not None:
-                sample_weight = (class_weight if sample_weight is None
-                                 else sample_weight * class_weight)
+                sample_weight = (
+                    class_weight if sample_weight is None else sample_weight * class_weight
+                )
             if not first_pass and Y.shape[1] != self.n_outputs_:
                 raise ValueError(
                     f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
@@ -511,8 +524,17 @@ class BaseNeuralNetwork(BaseEstimator):
             rng = check_random_state(self.random_state)
             try:
                 with backend.device_context():
-                    self._train(X, Y, sample_weight, validation, backend, rng,
-                                first_pass, incremental, used)
+                    self._train(
+                        X,
+                        Y,
+                        sample_weight,
+                        validation,
+                        backend,
+                        rng,
+                        first_pass,
+                        incremental,
+                        used,
+                    )
             except backend.out_of_memory_errors() as exc:
                 raise MemoryError(
                     f"{backend.name} ran out of memory while training with "
@@ -529,8 +551,7 @@ class BaseNeuralNetwork(BaseEstimator):
                 ) from None
         return self
 
-    def _train(self, X, Y, sample_weight, validation, backend, rng, first_pass,
-               incremental, used):
+    def _train(self, X, Y, sample_weight, validation, backend, rng, first_pass, incremental, used):
         """Build or continue the network, then run the trainer (inside the transaction)."""
         if first_pass:
             self._initialize(X.shape[1], Y.shape[1], backend, rng)
@@ -542,16 +563,25 @@ class BaseNeuralNetwork(BaseEstimator):
         self.network_.reseed(self.t_)
         self.callbacks_ = copy_callbacks(self.callbacks)
         trainer = Trainer(
-            self.network_, self._loss, alpha=self.alpha,
+            self.network_,
+            self._loss,
+            alpha=self.alpha,
             clip_norm=getattr(self, "clip_norm", None),
             callbacks=self._builtin_callbacks(incremental) + self.callbacks_,
         )
         if self.solver == "lbfgs":
             self._train_lbfgs(trainer, X, Y, sample_weight, validation)
         else:
-            self._train_stochastic(trainer, X, Y, sample_weight, validation, rng,
-                                   max_epochs=1 if incremental else self.max_iter,
-                                   used=used)
+            self._train_stochastic(
+                trainer,
+                X,
+                Y,
+                sample_weight,
+                validation,
+                rng,
+                max_epochs=1 if incremental else self.max_iter,
+                used=used,
+            )
         xp = backend.xp
         if not all(bool(xp.isfinite(w).all()) for w in self.network_.weights()):
             raise Diverged("The weights became non-finite.")
@@ -565,16 +595,27 @@ class BaseNeuralNetwork(BaseEstimator):
 
     def _initialize(self, n_features, n_outputs, backend, rng):
         """Build the network and reset every piece of fitted state (first fit)."""
-        for name in ("_optimizer", "loss_", "best_loss_", "loss_curve_",
-                     "validation_scores_", "best_validation_score_", "history_"):
+        for name in (
+            "_optimizer",
+            "loss_",
+            "best_loss_",
+            "loss_curve_",
+            "validation_scores_",
+            "best_validation_score_",
+            "history_",
+        ):
             self.__dict__.pop(name, None)
         self.n_iter_ = 0
         self.t_ = 0
         self.n_outputs_ = n_outputs
         layers = [copy.deepcopy(layer) for layer in self._build_layers()]
         network = Network.build(
-            layers, self._network_input_shape(n_features), backend=backend,
-            dtype=self._np_dtype, rng=rng, head=self._output_layers,
+            layers,
+            self._network_input_shape(n_features),
+            backend=backend,
+            dtype=self._np_dtype,
+            rng=rng,
+            head=self._output_layers,
             padding_value=self._padding_value(),
         )
         if network.output_shape != (n_outputs,):
@@ -603,19 +644,25 @@ class BaseNeuralNetwork(BaseEstimator):
         """The optimizer over the trainer's parameter segments (kept across warm fits)."""
         params, backend = trainer.param_segments, trainer.backend
         if self.solver == "sgd":
-            cls, hyper = SGD, dict(
-                learning_rate_init=self.learning_rate_init,
-                lr_schedule=self.learning_rate,
-                momentum=self.momentum,
-                nesterov=self.nesterovs_momentum,
-                power_t=self.power_t,
+            cls, hyper = (
+                SGD,
+                dict(
+                    learning_rate_init=self.learning_rate_init,
+                    lr_schedule=self.learning_rate,
+                    momentum=self.momentum,
+                    nesterov=self.nesterovs_momentum,
+                    power_t=self.power_t,
+                ),
             )
         else:
-            cls, hyper = Adam, dict(
-                learning_rate_init=self.learning_rate_init,
-                beta_1=self.beta_1,
-                beta_2=self.beta_2,
-                epsilon=self.epsilon,
+            cls, hyper = (
+                Adam,
+                dict(
+                    learning_rate_init=self.learning_rate_init,
+                    beta_1=self.beta_1,
+                    beta_2=self.beta_2,
+                    epsilon=self.epsilon,
+                ),
             )
         optimizer = getattr(self, "_optimizer", None)
         if type(optimizer) is cls:
@@ -639,26 +686,37 @@ class BaseNeuralNetwork(BaseEstimator):
         return int(np.clip(self.batch_size, 1, n_train))
 
     # -- the two solvers --------------------------------------------------------------
-    def _train_stochastic(self, trainer, X, Y, sample_weight, validation, rng, max_epochs,
-                          used):
+    def _train_stochastic(self, trainer, X, Y, sample_weight, validation, rng, max_epochs, used):
         train_rows = None
         if self.early_stopping and validation is None:
             train_rows, val_rows = self._validation_split(Y, rng)
-            validation = (X[val_rows], Y[val_rows],
-                          None if sample_weight is None else sample_weight[val_rows])
+            validation = (
+                X[val_rows],
+                Y[val_rows],
+                None if sample_weight is None else sample_weight[val_rows],
+            )
         n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
         batch_size = used["batch_size"] = self._resolve_batch_size(n_train)
         data = self._to_backend(trainer.backend, X, Y, sample_weight)
         self._optimizer = self._make_optimizer(trainer)
         state = TrainingState(
-            self, self.network_, self._optimizer, n_train_rows=n_train,
-            batch_size=batch_size, history=self.history_,
+            self,
+            self.network_,
+            self._optimizer,
+            n_train_rows=n_train,
+            batch_size=batch_size,
+            history=self.history_,
             has_validation=validation is not None,
         )
         trainer.run_epochs(
-            data, self._optimizer, state, batch_size=batch_size,
+            data,
+            self._optimizer,
+            state,
+            batch_size=batch_size,
             max_epochs=max_epochs,
-            rng=rng, shuffle=self.shuffle, train_rows=train_rows,
+            rng=rng,
+            shuffle=self.shuffle,
+            train_rows=train_rows,
             sample_weight=sample_weight,
             evaluate=make_evaluator(self, trainer, validation),
         )
@@ -666,11 +724,20 @@ class BaseNeuralNetwork(BaseEstimator):
     def _train_lbfgs(self, trainer, X, Y, sample_weight, validation):
         data = self._to_backend(trainer.backend, X, Y, sample_weight)
         state = TrainingState(
-            self, self.network_, None, n_train_rows=X.shape[0], batch_size=X.shape[0],
-            history=self.history_, has_validation=validation is not None,
+            self,
+            self.network_,
+            None,
+            n_train_rows=X.shape[0],
+            batch_size=X.shape[0],
+            history=self.history_,
+            has_validation=validation is not None,
         )
         self.loss_, self.n_iter_ = trainer.run_lbfgs(
-            data, state, max_iter=self.max_iter, max_fun=self.max_fun, tol=self.tol,
+            data,
+            state,
+            max_iter=self.max_iter,
+            max_fun=self.max_fun,
+            tol=self.tol,
             evaluate=make_evaluator(self, trainer, validation),
         )
 

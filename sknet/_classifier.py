@@ -41,7 +41,6 @@ def _check_partial_fit_first_call(clf, classes):
     return False
 
 
-
 class NetworkClassifierMixin(ClassifierMixin):
     """Classification on top of BaseNeuralNetwork; list it first in the bases."""
 
@@ -94,10 +93,7 @@ class NetworkClassifierMixin(ClassifierMixin):
                     "`y` has classes not in `self.classes_`. "
                     f"`self.classes_` has {self.classes_}. 'y' has {classes}."
                 )
-        if (
-            self._label_binarizer.y_type_ != "multilabel-indicator"
-            and len(self.classes_) < 2
-        ):
+        if self._label_binarizer.y_type_ != "multilabel-indicator" and len(self.classes_) < 2:
             only = self.classes_[0]
             only = only.item() if isinstance(only, np.generic) else only
             raise ValueError(
@@ -131,16 +127,24 @@ class NetworkClassifierMixin(ClassifierMixin):
 
     def _validation_score(self, Y_true, P, sample_weight):
         y_true = self._decode_targets(Y_true)
-        return accuracy_score(
-            y_true, self._labels_from_outputs(P), sample_weight=sample_weight
-        )
+        return accuracy_score(y_true, self._labels_from_outputs(P), sample_weight=sample_weight)
 
     def _decode_targets(self, Y):
         return self._labels_from_outputs(Y.astype(np.float64))
 
     @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, sample_weight=None, classes=None, *, X_val=None,
-                    y_val=None, sample_weight_val=None, validation_data=None):
+    def partial_fit(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        classes=None,
+        *,
+        X_val=None,
+        y_val=None,
+        sample_weight_val=None,
+        validation_data=None,
+    ):
         """Update the model with a single epoch over the given data.
 
         Parameters
@@ -178,8 +182,9 @@ class NetworkClassifierMixin(ClassifierMixin):
                 binarizer.fit(y if multilabel else classes)
                 self._label_binarizer = binarizer
                 self.classes_ = binarizer.classes_
-            return self._fit(X, y, sample_weight, True,
-                             (X_val, y_val, sample_weight_val, validation_data))
+            return self._fit(
+                X, y, sample_weight, True, (X_val, y_val, sample_weight_val, validation_data)
+            )
         except BaseException:
             if first_call:  # a failed first call leaves no classes behind
                 for name in ("classes_", "_label_binarizer"):

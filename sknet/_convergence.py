@@ -35,8 +35,7 @@ class ScikitLearnLog(Callback):
         self._first_epoch = len(state.history) + 1  # iterations count from 1 per fit
 
     def on_epoch_end(self, state, epoch, logs):
-        print("Iteration %d, loss = %.8f" % (epoch - self._first_epoch + 1,
-                                             logs["train_loss"]))
+        print("Iteration %d, loss = %.8f" % (epoch - self._first_epoch + 1, logs["train_loss"]))
         if state.estimator.early_stopping and state.optimizer is not None:
             print("Validation score: %f" % logs["valid_score"])
         return False
@@ -80,7 +79,10 @@ class ScikitLearnConvergence(Callback):
         if est._no_improvement_count > est.n_iter_no_change:
             what = "Validation score" if est.early_stopping else "Training loss"
             msg = "%s did not improve more than tol=%f for %d consecutive epochs." % (
-                what, est.tol, est.n_iter_no_change)
+                what,
+                est.tol,
+                est.n_iter_no_change,
+            )
             if optimizer.trigger_stopping(msg, est.verbose):
                 self._converged = True
                 return True
@@ -116,9 +118,11 @@ class ScikitLearnConvergence(Callback):
         best = self._best.epoch
         warnings.warn(
             f"The loss became non-finite at epoch {epoch}; training stopped and the "
-            + ("initial weights are kept (no epoch improved the validation score)."
-               if best is None else f"weights of the best validation epoch ({best}) "
-               "are kept.")
+            + (
+                "initial weights are kept (no epoch improved the validation score)."
+                if best is None
+                else f"weights of the best validation epoch ({best}) are kept."
+            )
             + " Lower learning_rate_init or scale the input features.",
             ConvergenceWarning,
         )
@@ -130,8 +134,12 @@ class ScikitLearnConvergence(Callback):
             if not self._restored:
                 self._best.restore(state.network)
             self._best.clear()
-        if (not self.incremental and not self._converged and not self._restored
-                and est.n_iter_ == est.max_iter):
+        if (
+            not self.incremental
+            and not self._converged
+            and not self._restored
+            and est.n_iter_ == est.max_iter
+        ):
             warnings.warn(
                 "Stochastic Optimizer: Maximum iterations (%d) reached and the "
                 "optimization hasn't converged yet." % est.max_iter,

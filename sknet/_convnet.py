@@ -214,8 +214,17 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         self.class_weight = class_weight
         self.loss = loss
 
-    _network_parameters = ("conv_filters", "kernel_size", "pool_size", "dense_units",
-                           "activation", "dropout", "batch_norm", "layers", "input_shape")
+    _network_parameters = (
+        "conv_filters",
+        "kernel_size",
+        "pool_size",
+        "dense_units",
+        "activation",
+        "dropout",
+        "batch_norm",
+        "layers",
+        "input_shape",
+    )
 
     # -- images in ---------------------------------------------------------------
     def _check_params(self):
@@ -306,8 +315,11 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         layers.append(Flatten())
         for units in positive_ints(self.dense_units, "dense_units"):
             if self.batch_norm:
-                layers += [Dense(units, use_bias=False, init="he_uniform"), BatchNorm(),
-                           Activation(act)]
+                layers += [
+                    Dense(units, use_bias=False, init="he_uniform"),
+                    BatchNorm(),
+                    Activation(act),
+                ]
             else:
                 layers.append(Dense(units, activation=act, init="he_uniform"))
             if self.dropout > 0:
@@ -321,7 +333,8 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
 
 fill_doc(
     ConvNetClassifier,
-    parameters=(_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC
-                + CLASSIFIER_LOSS_DOC),
+    parameters=(
+        _CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC + CLASSIFIER_LOSS_DOC
+    ),
     attributes=FITTED_ATTRIBUTES_DOC,
 )

@@ -71,8 +71,10 @@ class LayerListMixin:
                     "layers must be a non-empty list of sknet.layers.Layer objects, "
                     f"got {self.layers!r}"
                 )
-        uses_dropout = self.dropout > 0 if self.layers is None else any(
-            isinstance(layer, Dropout) for layer in self.layers
+        uses_dropout = (
+            self.dropout > 0
+            if self.layers is None
+            else any(isinstance(layer, Dropout) for layer in self.layers)
         )
         if uses_dropout and self.solver == "lbfgs":
             raise ValueError(

@@ -54,9 +54,7 @@ def _check_hidden_layer_sizes(hidden_layer_sizes):
         sizes = [sizes]
     sizes = list(sizes)
     if not all(isinstance(s, Integral) and not isinstance(s, bool) for s in sizes):
-        raise ValueError(
-            f"hidden_layer_sizes must contain positive integers, got {sizes}."
-        )
+        raise ValueError(f"hidden_layer_sizes must contain positive integers, got {sizes}.")
     if np.any(np.array(sizes) <= 0):
         raise ValueError(f"hidden_layer_sizes must be > 0, got {sizes}.")
     return sizes
@@ -240,6 +238,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.class_weight = class_weight
         self.loss = loss
 
+
 class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
     """Multi-layer perceptron regressor, on NumPy or a CUDA GPU.
 
@@ -347,10 +346,12 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         self.dtype = dtype
         self.callbacks = callbacks
 
+
 fill_doc(
     MLPClassifier,
-    parameters=(_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC
-                + CLASSIFIER_LOSS_DOC),
+    parameters=(
+        _MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC + CLASSIFIER_LOSS_DOC
+    ),
     attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )
 fill_doc(

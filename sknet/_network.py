@@ -60,8 +60,7 @@ class Network:
         self.padding_value = padding_value
 
     @classmethod
-    def build(cls, layers, input_shape, *, backend, dtype, rng, head=None,
-              padding_value=None):
+    def build(cls, layers, input_shape, *, backend, dtype, rng, head=None, padding_value=None):
         """Build ``layers`` (copies are the caller's business) into a network.
 
         ``head(shape)`` returns layers appended after ``layers`` given their
@@ -105,13 +104,12 @@ class Network:
         Nothing runs below the lowest trainable layer (see
         :meth:`prepare_training`): frozen layers there need no gradient.
         """
-        for layer in reversed(self.layers[self.__dict__.get("_backward_from", 0):]):
+        for layer in reversed(self.layers[self.__dict__.get("_backward_from", 0) :]):
             dY = layer.backward(dY)
 
     def trainable_layers(self):
         """Indices of the layers whose parameters training updates."""
-        return [i for i, layer in enumerate(self.layers)
-                if layer.params and layer.trainable]
+        return [i for i, layer in enumerate(self.layers) if layer.params and layer.trainable]
 
     def take_training_flags(self, layers):
         """Copy ``trainable``/``lr_scale`` from unbuilt ``layers`` onto the built ones.
@@ -195,8 +193,9 @@ class Network:
 
     def to_backend(self, backend):
         """Move every layer to ``backend`` (no-op when already there)."""
-        if backend is not self.backend or any(layer.backend_ is not backend
-                                              for layer in self.layers):
+        if backend is not self.backend or any(
+            layer.backend_ is not backend for layer in self.layers
+        ):
             for layer in self.layers:
                 layer.to_backend(backend)
             self.backend = backend

@@ -66,8 +66,14 @@ class StochasticOptimizer(ABC):
                 setattr(self, name, self._remap(getattr(self, name), old_layout, layout))
         else:
             for name in self.state_names:
-                setattr(self, name, [backend.asarray(s, p.dtype)
-                                     for s, p in zip(getattr(self, name), self.params)])
+                setattr(
+                    self,
+                    name,
+                    [
+                        backend.asarray(s, p.dtype)
+                        for s, p in zip(getattr(self, name), self.params)
+                    ],
+                )
         if layout is not None:
             self.layout = layout
 
@@ -196,15 +202,14 @@ class SGD(StochasticOptimizer):
     def step(self, grads):
         update = self.backend.sgd_update
         momentum, nesterov = self.momentum, self.nesterov
-        for p, g, vel, lr in zip(self.params, grads, self.velocities,
-                                 self._scaled(self.learning_rate)):
+        for p, g, vel, lr in zip(
+            self.params, grads, self.velocities, self._scaled(self.learning_rate)
+        ):
             update(p, g, vel, lr, momentum, nesterov, self._tmp_like(p))
 
     def iteration_ends(self, time_step):
         if self.lr_schedule == "invscaling":
-            self.learning_rate = float(self.learning_rate_init) / (
-                time_step + 1
-            ) ** self.power_t
+            self.learning_rate = float(self.learning_rate_init) / (time_step + 1) ** self.power_t
 
     def trigger_stopping(self, msg, verbose):
         if self.lr_schedule != "adaptive":
@@ -259,12 +264,11 @@ class Adam(StochasticOptimizer):
     def step(self, grads):
         self.t += 1
         b1, b2 = self.beta_1, self.beta_2
-        self.learning_rate = (
-            self.learning_rate_init * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
-        )
+        self.learning_rate = self.learning_rate_init * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
         update, eps = self.backend.adam_update, self.epsilon
-        for p, g, m, v, lr in zip(self.params, grads, self.ms, self.vs,
-                                  self._scaled(self.learning_rate)):
+        for p, g, m, v, lr in zip(
+            self.params, grads, self.ms, self.vs, self._scaled(self.learning_rate)
+        ):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
 
 

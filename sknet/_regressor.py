@@ -35,8 +35,17 @@ class NetworkRegressorMixin(RegressorMixin):
         return Y.ravel() if Y.shape[1] == 1 else Y
 
     @available_if(lambda est: est._check_solver())
-    def partial_fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None,
-                    sample_weight_val=None, validation_data=None):
+    def partial_fit(
+        self,
+        X,
+        y,
+        sample_weight=None,
+        *,
+        X_val=None,
+        y_val=None,
+        sample_weight_val=None,
+        validation_data=None,
+    ):
         """Update the model with a single epoch over the given data.
 
         Parameters
@@ -57,8 +66,9 @@ class NetworkRegressorMixin(RegressorMixin):
         self : object
             The updated estimator.
         """
-        return self._fit(X, y, sample_weight, True,
-                         (X_val, y_val, sample_weight_val, validation_data))
+        return self._fit(
+            X, y, sample_weight, True, (X_val, y_val, sample_weight_val, validation_data)
+        )
 
     def predict(self, X):
         """Predict using the multi-layer perceptron.

@@ -92,8 +92,17 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
         "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     }
 
-    _network_parameters = ("cell", "units", "bidirectional", "dense_units", "activation",
-                           "dropout", "layers", "input_shape", "padding_value")
+    _network_parameters = (
+        "cell",
+        "units",
+        "bidirectional",
+        "dense_units",
+        "activation",
+        "dropout",
+        "layers",
+        "input_shape",
+        "padding_value",
+    )
 
     def _check_params(self):
         if self.layers is None:
@@ -190,8 +199,9 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
         Cell, layers = CELLS[self.cell], []
         units = positive_ints(self.units, "units", allow_empty=False)
         for i, size in enumerate(units):
-            layers.append(Cell(size, return_sequences=i < len(units) - 1,
-                               bidirectional=self.bidirectional))
+            layers.append(
+                Cell(size, return_sequences=i < len(units) - 1, bidirectional=self.bidirectional)
+            )
             if self.dropout > 0:
                 layers.append(Dropout(self.dropout))
         for size in positive_ints(self.dense_units, "dense_units"):
@@ -445,8 +455,9 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
 
 fill_doc(
     RNNClassifier,
-    parameters=(_RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC
-                + CLASSIFIER_LOSS_DOC),
+    parameters=(
+        _RNN_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC + CLASSIFIER_LOSS_DOC
+    ),
     attributes=_RNN_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )
 fill_doc(

@@ -60,8 +60,9 @@ class TrainingState:
     TRAIN_KEYS = ("epoch", "train_loss", "learning_rate", "duration")
     VALID_KEYS = ("valid_loss", "valid_score")
 
-    def __init__(self, estimator, network, optimizer, *, n_train_rows, batch_size,
-                 history, has_validation):
+    def __init__(
+        self, estimator, network, optimizer, *, n_train_rows, batch_size, history, has_validation
+    ):
         self.estimator = estimator
         self.network = network
         self.optimizer = optimizer
@@ -107,8 +108,9 @@ class TrainingState:
         """Raise a ValueError before training if ``monitor`` will have no value."""
         keys = self.TRAIN_KEYS + self.VALID_KEYS + tuple(self.extra_keys)
         if monitor not in keys:
-            raise ValueError(f"{who}: monitor={monitor!r} is not in the history; "
-                             f"choose one of {sorted(keys)}")
+            raise ValueError(
+                f"{who}: monitor={monitor!r} is not in the history; choose one of {sorted(keys)}"
+            )
         if monitor in self.VALID_KEYS and not self.has_validation:
             raise ValueError(
                 f"{who}: monitor={monitor!r} needs a validation set: pass X_val and "
@@ -219,8 +221,9 @@ class Trainer:
                 continue
             for key in layer.params:
                 groups.setdefault(float(layer.lr_scale), []).append((i, layer, key))
-        total = sum(int(layer.params[key].size) for entries in groups.values()
-                    for _, layer, key in entries)
+        total = sum(
+            int(layer.params[key].size) for entries in groups.values() for _, layer, key in entries
+        )
         self.flat_params = xp.empty(total, dtype=dtype)
         self.flat_grads = xp.zeros(total, dtype=dtype)
         self.param_segments, self.grad_segments, self.lr_scales = [], [], []
@@ -289,8 +292,17 @@ class Trainer:
             buf = self._x_buffer = self.backend.xp.empty((n_rows,) + X.shape[1:], X.dtype)
         return buf[:n_rows]
 
-    def run_batches(self, data, optimizer, *, batch_size, order=None, sw_sums=None,
-                    on_batch=None, n_batches=None):
+    def run_batches(
+        self,
+        data,
+        optimizer,
+        *,
+        batch_size,
+        order=None,
+        sw_sums=None,
+        on_batch=None,
+        n_batches=None,
+    ):
         """Train on consecutive batches of the rows in ``order`` (all rows if None).
 
         Parameters
@@ -359,8 +371,20 @@ class Trainer:
             stop = bool(getattr(callback, hook)(self.state, *args)) or stop
         return stop
 
-    def run_epochs(self, data, optimizer, state, *, batch_size, max_epochs, rng,
-                   shuffle=True, train_rows=None, sample_weight=None, evaluate=None):
+    def run_epochs(
+        self,
+        data,
+        optimizer,
+        state,
+        *,
+        batch_size,
+        max_epochs,
+        rng,
+        shuffle=True,
+        train_rows=None,
+        sample_weight=None,
+        evaluate=None,
+    ):
         """Run up to ``max_epochs`` epochs, with callbacks; Ctrl-C ends them cleanly.
 
         ``train_rows`` (host indices) restricts training to part of ``data``
@@ -394,9 +418,14 @@ class Trainer:
                 sw_sums = None
                 if sample_weight is not None:
                     sw_sums = np.add.reduceat(sample_weight[rows], starts)
-                total = self.run_batches(data, optimizer, batch_size=batch_size,
-                                         order=order, sw_sums=sw_sums,
-                                         on_batch=on_batch if batch_hooks else None)
+                total = self.run_batches(
+                    data,
+                    optimizer,
+                    batch_size=batch_size,
+                    order=order,
+                    sw_sums=sw_sums,
+                    on_batch=on_batch if batch_hooks else None,
+                )
                 loss = float(total) / n_train  # the epoch's one read-back
                 if self.end_epoch(state.epoch, loss, evaluate, started):
                     break
@@ -474,7 +503,11 @@ class Trainer:
         self.notify("on_train_begin")
         try:
             x, loss, n_iter = minimize_lbfgs(
-                loss_and_grad, x0, max_iter=max_iter, max_fun=max_fun, tol=tol,
+                loss_and_grad,
+                x0,
+                max_iter=max_iter,
+                max_fun=max_fun,
+                tol=tol,
                 callback=end_iteration,
             )
             unpack(x)

@@ -42,8 +42,7 @@ def check_sample_weight(sample_weight, n_samples, dtype):
             )
         if sample_weight.shape != (n_samples,):
             raise ValueError(
-                f"sample_weight.shape == {sample_weight.shape}, expected "
-                f"{(n_samples,)}!"
+                f"sample_weight.shape == {sample_weight.shape}, expected {(n_samples,)}!"
             )
     if np.any(sample_weight < 0):
         raise ValueError("Negative values in data passed to sample_weight")
@@ -58,11 +57,15 @@ def check_device_X(est, X):
     if X.ndim != 2:
         raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
     if X.shape[0] == 0:
-        raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a "
-                         f"minimum of 1 is required by {name}.")
+        raise ValueError(
+            f"Found array with 0 sample(s) (shape={X.shape}) while a "
+            f"minimum of 1 is required by {name}."
+        )
     if X.shape[1] != est.n_features_in_:
-        raise ValueError(f"X has {X.shape[1]} features, but {name} is expecting "
-                         f"{est.n_features_in_} features as input.")
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {name} is expecting "
+            f"{est.n_features_in_} features as input."
+        )
     if X.dtype.kind not in "biuf":
         raise ValueError(f"X must hold numbers, got dtype {X.dtype}")
     if not bool(get_array_module(X).isfinite(X).all()):
@@ -82,8 +85,7 @@ def validation_set(est, X_val, y_val, sample_weight_val, validation_data):
         )
         if X_val is not None or y_val is not None:
             raise ValueError("Pass either validation_data or X_val/y_val, not both")
-        if (not isinstance(validation_data, (tuple, list))
-                or len(validation_data) not in (2, 3)):
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
             raise ValueError(
                 "validation_data must be a tuple (X_val, y_val) or (X_val, y_val, "
                 f"sample_weight_val), got {type(validation_data).__name__}"
@@ -96,8 +98,10 @@ def validation_set(est, X_val, y_val, sample_weight_val, validation_data):
             raise ValueError("sample_weight_val was given without X_val and y_val")
         return None
     if X_val is None or y_val is None:
-        raise ValueError("X_val and y_val must be given together, got only "
-                         + ("y_val" if X_val is None else "X_val"))
+        raise ValueError(
+            "X_val and y_val must be given together, got only "
+            + ("y_val" if X_val is None else "X_val")
+        )
     X_val, y_val = (a.get() if is_device_array(a) else a for a in (X_val, y_val))
     X_val, Y_val = est._validate_input(X_val, y_val, incremental=True, reset=False)
     return X_val, Y_val, check_sample_weight(sample_weight_val, X_val.shape[0], X_val.dtype)
@@ -133,13 +137,16 @@ def make_evaluator(est, trainer, validation):
 
     return evaluate
 
+
 def make_scorer(est, X_val, Y_val, sw_val):
     """``score(valid_loss, P) -> float`` as ``scoring`` asks."""
     if est.scoring is None:
+
         def score(valid_loss, P):
             if not np.isfinite(P).all():
                 return np.nan
             return float(est._validation_score(Y_val, P, sw_val))
+
         return score
     if est.scoring == "loss":
         return lambda valid_loss, P: -valid_loss
@@ -156,4 +163,3 @@ def make_scorer(est, X_val, Y_val, sw_val):
             return float(scorer(est, X_val, y_val, **kwargs))
 
     return score
-

@@ -116,8 +116,6 @@ def _resolve_mode(mode, monitor):
     return mode
 
 
-
-
 class EarlyStopping(Callback):
     """Stop when a history value stops improving, and restore the best weights.
 
@@ -146,8 +144,14 @@ class EarlyStopping(Callback):
         The epoch at which this callback stopped training.
     """
 
-    def __init__(self, monitor="valid_loss", patience=5, min_delta=0.0, mode="auto",
-                 restore_best_weights=True):
+    def __init__(
+        self,
+        monitor="valid_loss",
+        patience=5,
+        min_delta=0.0,
+        mode="auto",
+        restore_best_weights=True,
+    ):
         self.monitor = monitor
         self.patience = patience
         self.min_delta = min_delta
@@ -261,8 +265,16 @@ class LRScheduler(Callback):
         The rate never goes below this.
     """
 
-    def __init__(self, policy="step", step_size=10, gamma=0.1, T_max=None,
-                 monitor="valid_loss", patience=5, min_lr=0.0):
+    def __init__(
+        self,
+        policy="step",
+        step_size=10,
+        gamma=0.1,
+        T_max=None,
+        monitor="valid_loss",
+        patience=5,
+        min_lr=0.0,
+    ):
         self.policy = policy
         self.step_size = step_size
         self.gamma = gamma
@@ -273,9 +285,7 @@ class LRScheduler(Callback):
 
     def on_train_begin(self, state):
         if self.policy not in ("step", "cosine", "plateau"):
-            raise ValueError(
-                f"policy must be 'step', 'cosine' or 'plateau', got {self.policy!r}"
-            )
+            raise ValueError(f"policy must be 'step', 'cosine' or 'plateau', got {self.policy!r}")
         state.require_optimizer("LRScheduler")
         if self.policy == "plateau":
             state.check_monitor(self.monitor, "LRScheduler(policy='plateau')")
@@ -356,8 +366,13 @@ class ProgressBar(Callback):
 
     def on_epoch_begin(self, state, epoch):
         if self._tqdm is not None:
-            self._bar = self._tqdm(total=state.n_train_rows, desc=f"epoch {epoch}",
-                                   unit="rows", leave=False, file=sys.stderr)
+            self._bar = self._tqdm(
+                total=state.n_train_rows,
+                desc=f"epoch {epoch}",
+                unit="rows",
+                leave=False,
+                file=sys.stderr,
+            )
 
     def on_batch_end(self, state, batch, size):
         if self._bar is not None:
@@ -411,14 +426,16 @@ class PrintLog(Callback):
         def cell(value, width, spec):
             return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
 
-        return "  ".join([
-            cell(logs["epoch"], 5, "d"),
-            cell(logs["train_loss"], 10, ".5f"),
-            cell(logs["valid_loss"], 10, ".5f"),
-            cell(logs["valid_score"], 11, ".5f"),
-            cell(logs["learning_rate"], 9, ".3g"),
-            cell(logs["duration"], 7, ".3f"),
-        ])
+        return "  ".join(
+            [
+                cell(logs["epoch"], 5, "d"),
+                cell(logs["train_loss"], 10, ".5f"),
+                cell(logs["valid_loss"], 10, ".5f"),
+                cell(logs["valid_score"], 11, ".5f"),
+                cell(logs["learning_rate"], 9, ".3g"),
+                cell(logs["duration"], 7, ".3f"),
+            ]
+        )
 
 
 class Unfreeze(Callback):
@@ -459,8 +476,7 @@ class Unfreeze(Callback):
         state.require_optimizer("Unfreeze")
         n = len(state.network.layers)
         if self.layers is not None and not all(-n <= i < n for i in self.layers):
-            raise ValueError(f"Unfreeze: layers={self.layers!r} is out of range for "
-                             f"{n} layers")
+            raise ValueError(f"Unfreeze: layers={self.layers!r} is out of range for {n} layers")
         self._first = len(state.history) + 1
         self.unfrozen_ = []
 

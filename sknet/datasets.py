@@ -95,9 +95,7 @@ def _find(directory, name):
         path = directory / candidate
         if path.is_file():
             return path
-    raise FileNotFoundError(
-        f"No MNIST file {name!r} (or {name}.gz) in {str(directory)!r}"
-    )
+    raise FileNotFoundError(f"No MNIST file {name!r} (or {name}.gz) in {str(directory)!r}")
 
 
 def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
@@ -289,8 +287,11 @@ def load_cifar10(path=None, *, subset="test"):
                 f"to: pass it as `path` or set the {CIFAR10_ENV_VAR} environment variable."
             )
     read = _cifar_reader(path)
-    names = _CIFAR_BATCHES["train"] + _CIFAR_BATCHES["test"] if subset == "all" else (
-        _CIFAR_BATCHES[subset])
+    names = (
+        _CIFAR_BATCHES["train"] + _CIFAR_BATCHES["test"]
+        if subset == "all"
+        else (_CIFAR_BATCHES[subset])
+    )
     images, labels = [], []
     for name in names:
         data, where = read(name)
@@ -298,8 +299,10 @@ def load_cifar10(path=None, *, subset="test"):
         images.append(_cifar_images(batch, where))
         labels.append(_cifar_labels(batch, where, len(images[-1])))
     meta = _unpickle(*read("batches.meta"))
-    classes = [c.decode() if isinstance(c, bytes) else str(c)
-               for c in meta.get(b"label_names", meta.get("label_names", []))]
+    classes = [
+        c.decode() if isinstance(c, bytes) else str(c)
+        for c in meta.get(b"label_names", meta.get("label_names", []))
+    ]
     if len(classes) != 10:
         raise ValueError(f"batches.meta lists {len(classes)} class names, expected 10")
     X = np.concatenate(images).reshape(-1, 3, 32, 32).astype(np.float32)
@@ -311,8 +314,12 @@ def _cifar_images(batch, name):
     if not isinstance(batch, dict):
         raise ValueError(f"CIFAR-10 batch {name}: expected a dict, got {type(batch).__name__}")
     data = batch.get(b"data", batch.get("data"))
-    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or (
-            data.shape[1] != 3 * 32 * 32):
+    if (
+        not isinstance(data, np.ndarray)
+        or data.dtype != np.uint8
+        or data.ndim != 2
+        or (data.shape[1] != 3 * 32 * 32)
+    ):
         shape = getattr(data, "shape", None)
         raise ValueError(
             f"CIFAR-10 batch {name}: expected uint8 data of shape (n, 3072), got "
@@ -378,8 +385,9 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
     if color_mode not in ("rgb", "grayscale"):
         raise ValueError(f"color_mode must be 'rgb' or 'grayscale', got {color_mode!r}")
     if image_size is not None:
-        if (len(tuple(image_size)) != 2
-                or not all(isinstance(v, int) and v > 0 for v in image_size)):
+        if len(tuple(image_size)) != 2 or not all(
+            isinstance(v, int) and v > 0 for v in image_size
+        ):
             raise ValueError(
                 f"image_size must be (height, width) of positive ints, got {image_size!r}"
             )
@@ -393,8 +401,11 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
     mode = "RGB" if color_mode == "rgb" else "L"
     images, labels, size = [], [], image_size
     for label, name in enumerate(classes):
-        files = sorted(f for f in (root / name).iterdir()
-                       if f.is_file() and f.suffix.lower() in _IMAGE_SUFFIXES)
+        files = sorted(
+            f
+            for f in (root / name).iterdir()
+            if f.is_file() and f.suffix.lower() in _IMAGE_SUFFIXES
+        )
         if not files:
             raise ValueError(f"class folder {str(root / name)!r} has no PNG or JPEG image")
         for file in files:
@@ -402,8 +413,9 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
                 with Image.open(file) as image:
                     image = image.convert(mode)
                     if image_size is not None:
-                        image = image.resize((image_size[1], image_size[0]),
-                                             Image.Resampling.BILINEAR)
+                        image = image.resize(
+                            (image_size[1], image_size[0]), Image.Resampling.BILINEAR
+                        )
                     pixels = np.asarray(image, dtype=np.uint8)
             except (UnidentifiedImageError, OSError) as exc:
                 raise ValueError(f"cannot read image {str(file)!r}: {exc}") from None

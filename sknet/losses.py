@@ -261,21 +261,21 @@ class FocalLoss(Loss):
         xp, g = get_array_module(Z), float(self.gamma)
         if self.out_activation == "softmax":
             lse = _logsumexp(Z)
-            log_pt = (Y * Z).sum(axis=1) - lse          # log p of the true class
-            q = -xp.expm1(log_pt)                       # 1 - p_t, accurate near 1
-            values = -(q ** g) * log_pt
+            log_pt = (Y * Z).sum(axis=1) - lse  # log p of the true class
+            q = -xp.expm1(log_pt)  # 1 - p_t, accurate near 1
+            values = -(q**g) * log_pt
             # d/dz = [q^g - g q^(g-1) p_t log p_t] (softmax(z) - y)
-            coef = q ** g - g * _pow(xp, q, g - 1) * xp.exp(log_pt) * log_pt
+            coef = q**g - g * _pow(xp, q, g - 1) * xp.exp(log_pt) * log_pt
             dZ = _softmax(Z.copy()) - Y
             dZ *= coef[:, None]
             return values, dZ
-        s = 2 * Y - 1                                   # +1 for positives, -1 for negatives
-        log_pt = -_softplus(xp, -s * Z)                 # log p_t per label
+        s = 2 * Y - 1  # +1 for positives, -1 for negatives
+        log_pt = -_softplus(xp, -s * Z)  # log p_t per label
         pt = xp.exp(log_pt)
         q = 1 - pt
-        values = (-(q ** g) * log_pt).sum(axis=1)
+        values = (-(q**g) * log_pt).sum(axis=1)
         # d/dz = s q^g (g p_t log p_t - q)
-        dZ = s * (q ** g) * (g * pt * log_pt - q)
+        dZ = s * (q**g) * (g * pt * log_pt - q)
         return values, dZ
 
 
@@ -406,7 +406,7 @@ def _softplus(xp, X):
 def _pow(xp, base, exponent):
     """``base ** exponent`` with ``0 ** negative`` read as 0 (it is multiplied by 0)."""
     if exponent >= 0:
-        return base ** exponent
+        return base**exponent
     tiny = np.finfo(base.dtype).tiny
     return xp.where(base > 0, xp.maximum(base, tiny) ** exponent, xp.zeros_like(base))
 
@@ -446,8 +446,12 @@ def make_loss(loss, target_type=None):
 
 
 # Output activations for prediction, by ``out_activation_`` name.
-_OUTPUTS = {"softmax": _SoftmaxLogLoss, "logistic": _LogisticLogLoss,
-            "identity": SquaredError, "exp": Poisson}
+_OUTPUTS = {
+    "softmax": _SoftmaxLogLoss,
+    "logistic": _LogisticLogLoss,
+    "identity": SquaredError,
+    "exp": Poisson,
+}
 
 
 def output_activation(name, Z):

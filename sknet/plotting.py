@@ -27,9 +27,7 @@ def plot_learning_curves(estimator, ax=None):
     """
     history = getattr(estimator, "history_", None)
     if not history:
-        raise ValueError(
-            f"{type(estimator).__name__} has no training history: fit it first"
-        )
+        raise ValueError(f"{type(estimator).__name__} has no training history: fit it first")
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -47,8 +45,9 @@ def plot_learning_curves(estimator, ax=None):
     scores = [row["valid_score"] for row in history]
     if any(s is not None for s in scores):
         score_ax = ax.twinx()
-        (line,) = score_ax.plot(epochs, scores, color="tab:green", linestyle="--",
-                                label="validation score")
+        (line,) = score_ax.plot(
+            epochs, scores, color="tab:green", linestyle="--", label="validation score"
+        )
         score_ax.set_ylabel("validation score")
         handles.append(line)
         labels.append(line.get_label())

@@ -10,10 +10,12 @@ class Scale(Layer):
         self.params = {"s": backend.xp.ones((1,), dtype=dtype)}
         self.grads = {"s": backend.xp.zeros((1,), dtype=dtype)}
         return input_shape
+
     def forward(self, X, *, training):
         if training:
             self._cache["X"] = X
         return X * self.params["s"]
+
     def backward(self, dY):
         self.grads["s"][...] = (dY * self._cache["X"]).sum()
         return dY * self.params["s"]

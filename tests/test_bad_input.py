@@ -20,8 +20,9 @@ def clf():
 
 
 @pytest.mark.parametrize("Est", [MLPClassifier, MLPRegressor])
-@pytest.mark.parametrize("value, message", [(np.nan, "Input X contains NaN"),
-                                            (np.inf, "Input X contains infinity")])
+@pytest.mark.parametrize(
+    "value, message", [(np.nan, "Input X contains NaN"), (np.inf, "Input X contains infinity")]
+)
 def test_non_finite_X(Est, value, message):
     Xbad = X.copy()
     Xbad[3, 1] = value
@@ -76,15 +77,21 @@ def test_non_numeric_target_for_regressor():
         MLPRegressor(device="cpu").fit(X, np.array(["a", "b"] * 20))
 
 
-@pytest.mark.parametrize("param, value, message", [
-    ("activation", "sigmoid", "The 'activation' parameter of MLPClassifier must be a str "
-                              "among"),
-    ("solver", "rmsprop", "The 'solver' parameter of MLPClassifier must be a str among"),
-    ("learning_rate_init", -1.0, "The 'learning_rate_init' parameter"),
-    ("batch_size", 0, "The 'batch_size' parameter"),
-    ("dropout", 1.0, "The 'dropout' parameter"),
-    ("dtype", "float16", "The 'dtype' parameter"),
-])
+@pytest.mark.parametrize(
+    "param, value, message",
+    [
+        (
+            "activation",
+            "sigmoid",
+            "The 'activation' parameter of MLPClassifier must be a str among",
+        ),
+        ("solver", "rmsprop", "The 'solver' parameter of MLPClassifier must be a str among"),
+        ("learning_rate_init", -1.0, "The 'learning_rate_init' parameter"),
+        ("batch_size", 0, "The 'batch_size' parameter"),
+        ("dropout", 1.0, "The 'dropout' parameter"),
+        ("dtype", "float16", "The 'dtype' parameter"),
+    ],
+)
 def test_bad_parameters(clf, param, value, message):
     with pytest.raises(ValueError, match=message):
         clf.set_params(**{param: value}).fit(X, y)
@@ -113,13 +120,16 @@ def test_not_fitted(clf, method):
         getattr(clf, method)(*args)
 
 
-@pytest.mark.parametrize("weights, message", [
-    (np.ones(39), r"sample_weight.shape == \(39,\), expected \(40,\)"),
-    (np.ones((40, 2)), "Sample weights must be 1D"),
-    (-np.ones(40), "Negative values in data passed to sample_weight"),
-    (np.zeros(40), "sample_weight must have a positive sum"),
-    (np.full(40, np.nan), "sample_weight contains NaN"),
-])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        (np.ones(39), r"sample_weight.shape == \(39,\), expected \(40,\)"),
+        (np.ones((40, 2)), "Sample weights must be 1D"),
+        (-np.ones(40), "Negative values in data passed to sample_weight"),
+        (np.zeros(40), "sample_weight must have a positive sum"),
+        (np.full(40, np.nan), "sample_weight contains NaN"),
+    ],
+)
 def test_bad_sample_weight(clf, weights, message):
     with pytest.raises(ValueError, match=message):
         clf.fit(X, y, sample_weight=weights)
@@ -141,8 +151,11 @@ def test_bad_input_never_corrupts_a_fitted_model(clf):
     proba = clf.predict_proba(X)
     Xbad = X.copy()
     Xbad[0, 0] = np.nan
-    for bad in [lambda: clf.partial_fit(Xbad, y), lambda: clf.partial_fit(X[:, :2], y),
-                lambda: clf.partial_fit(X, y + 5)]:
+    for bad in [
+        lambda: clf.partial_fit(Xbad, y),
+        lambda: clf.partial_fit(X[:, :2], y),
+        lambda: clf.partial_fit(X, y + 5),
+    ]:
         with pytest.raises(ValueError):
             bad()
     np.testing.assert_array_equal(clf.predict_proba(X), proba)

@@ -38,10 +38,26 @@ def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_gpu", path)
     bench_gpu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_gpu)
-    results = bench_gpu.main(["--device", "cpu", "--rows", "1024", "--epochs", "1",
-                              "--cpu-rows", "256", "--results", str(tmp_path)])
+    results = bench_gpu.main(
+        [
+            "--device",
+            "cpu",
+            "--rows",
+            "1024",
+            "--epochs",
+            "1",
+            "--cpu-rows",
+            "256",
+            "--results",
+            str(tmp_path),
+        ]
+    )
     assert [(r["network"], r["batch_size"]) for r in results] == [
-        ("mlp", 128), ("mlp", 1024), ("convnet", 64), ("convnet", 256)]
+        ("mlp", 128),
+        ("mlp", 1024),
+        ("convnet", 64),
+        ("convnet", 256),
+    ]
     assert all(r["sknet_s_per_epoch"] > 0 and r["sknet_cpu_s_per_epoch"] > 0 for r in results)
     saved = json.loads((tmp_path / "bench_gpu.json").read_text())
     assert saved == results
@@ -57,14 +73,24 @@ def test_bench_cpu_quick_run_reports_every_ratio(tmp_path, capsys):
     out = tmp_path / "cpu.json"
     results = bench_cpu.main(["--quick", "--json", str(out)])
     keys = {row["key"] for row in results["table"]}
-    expected = {"mlp_60k_speedup_over_sklearn", "mlp_accuracy_gap_points",
-                "mlp_predict_vs_sklearn", "fit_peak_memory_vs_budget"}
+    expected = {
+        "mlp_60k_speedup_over_sklearn",
+        "mlp_accuracy_gap_points",
+        "mlp_predict_vs_sklearn",
+        "fit_peak_memory_vs_budget",
+    }
     if bench_cpu.torch is not None:
-        expected |= {"mlp_60k_vs_torch", "mlp_4k_vs_torch", "convnet_vs_torch",
-                     "convnet_predict_vs_torch", "lstm_vs_torch"}
+        expected |= {
+            "mlp_60k_vs_torch",
+            "mlp_4k_vs_torch",
+            "convnet_vs_torch",
+            "convnet_predict_vs_torch",
+            "lstm_vs_torch",
+        }
     assert keys == expected
-    assert all(row["value"] >= 0 and row["target"].endswith(("met", "MISSED"))
-               for row in results["table"])
+    assert all(
+        row["value"] >= 0 and row["target"].endswith(("met", "MISSED")) for row in results["table"]
+    )
     assert results["memory"]["data_bytes"] == 2000 * 784 * 4
     assert json.loads(out.read_text())["table"] == results["table"]
     assert "| ratio | value | target |" in capsys.readouterr().out
@@ -76,7 +102,8 @@ def test_bench_frozen_quick_run(capsys):
     spec = importlib.util.spec_from_file_location("bench_frozen", path)
     bench_frozen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_frozen)
-    result = bench_frozen.main(["--mnist-dir", str(Path(__file__).parent / "missing"),
-                                "--images", "128", "--epochs", "1"])
+    result = bench_frozen.main(
+        ["--mnist-dir", str(Path(__file__).parent / "missing"), "--images", "128", "--epochs", "1"]
+    )
     assert result["frozen_s"] > 0 and result["unfrozen_s"] > 0
     assert "frozen / unfrozen epoch" in capsys.readouterr().out

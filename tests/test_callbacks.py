@@ -96,8 +96,14 @@ def test_history_rows(split):
     clf = MLPClassifier(max_iter=3, random_state=0, device="cpu")
     clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert [row["epoch"] for row in clf.history_] == [1, 2, 3]
-    assert set(clf.history_[0]) == {"epoch", "train_loss", "valid_loss", "valid_score",
-                                    "learning_rate", "duration"}
+    assert set(clf.history_[0]) == {
+        "epoch",
+        "train_loss",
+        "valid_loss",
+        "valid_score",
+        "learning_rate",
+        "duration",
+    }
     assert [row["train_loss"] for row in clf.history_] == clf.loss_curve_
     last = clf.history_[-1]
     assert last["valid_score"] == pytest.approx(clf.score(X_val, y_val))
@@ -120,8 +126,9 @@ def test_history_without_validation_and_across_warm_starts(split):
 
 def test_lbfgs_history_and_callbacks(split):
     X_train, X_val, y_train, y_val = split
-    clf = MLPClassifier(solver="lbfgs", max_iter=30, callbacks=[Recorder(stop_at=4)],
-                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
+    clf = MLPClassifier(
+        solver="lbfgs", max_iter=30, callbacks=[Recorder(stop_at=4)], device="cpu"
+    ).fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert len(clf.history_) == 4 and clf.history_[-1]["valid_score"] > 0.5
     assert clf.n_iter_ == 4
 
@@ -131,8 +138,9 @@ def test_lbfgs_history_and_callbacks(split):
 
 def test_early_stopping_uses_the_given_validation_set(split):
     X_train, X_val, y_train, y_val = split
-    clf = MLPClassifier(max_iter=200, early_stopping=True, n_iter_no_change=3, random_state=0,
-                        device="cpu")
+    clf = MLPClassifier(
+        max_iter=200, early_stopping=True, n_iter_no_change=3, random_state=0, device="cpu"
+    )
     clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert clf.t_ == clf.n_iter_ * len(X_train)  # no rows held out of training
     assert clf.best_validation_score_ == max(clf.validation_scores_)
@@ -143,28 +151,39 @@ def test_early_stopping_uses_the_given_validation_set(split):
 def test_validation_data_with_sample_weight_and_regression(split):
     X_train, X_val, y_train, y_val = split
     reg = MLPRegressor(max_iter=3, random_state=0, device="cpu")
-    reg.fit(X_train, y_train.astype(float), X_val=X_val, y_val=y_val.astype(float),
-            sample_weight_val=np.ones(len(y_val)))
+    reg.fit(
+        X_train,
+        y_train.astype(float),
+        X_val=X_val,
+        y_val=y_val.astype(float),
+        sample_weight_val=np.ones(len(y_val)),
+    )
     assert reg.history_[-1]["valid_score"] == pytest.approx(reg.score(X_val, y_val))
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"X_val": np.ones((3, 64))}, "X_val and y_val must be given together"),
-    ({"y_val": [0, 1, 2]}, "X_val and y_val must be given together"),
-    ({"sample_weight_val": np.ones(3)}, "without X_val and y_val"),
-    ({"X_val": np.ones((3, 5)), "y_val": [0, 1, 2]}, "X has 5 features"),
-    ({"X_val": np.ones((3, 64)), "y_val": [0, 1, 42]}, "classes not in"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"X_val": np.ones((3, 64))}, "X_val and y_val must be given together"),
+        ({"y_val": [0, 1, 2]}, "X_val and y_val must be given together"),
+        ({"sample_weight_val": np.ones(3)}, "without X_val and y_val"),
+        ({"X_val": np.ones((3, 5)), "y_val": [0, 1, 2]}, "X has 5 features"),
+        ({"X_val": np.ones((3, 64)), "y_val": [0, 1, 42]}, "classes not in"),
+    ],
+)
 def test_bad_validation_data(bad, message, split):
     X_train, _, y_train, _ = split
     with pytest.raises(ValueError, match=message):
         MLPClassifier(max_iter=2, device="cpu").fit(X_train, y_train, **bad)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("nope", "validation_data must be a tuple"),
-    ((np.ones((3, 64)),), "validation_data must be a tuple"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("nope", "validation_data must be a tuple"),
+        ((np.ones((3, 64)),), "validation_data must be a tuple"),
+    ],
+)
 def test_deprecated_validation_data(bad, message, split):
     X_train, X_val, y_train, y_val = split
     clf = MLPClassifier(max_iter=2, device="cpu")
@@ -180,8 +199,9 @@ def test_validation_data_in_partial_fit_and_pipelines(split):
     from sklearn.preprocessing import MinMaxScaler
 
     X_train, X_val, y_train, y_val = split
-    clf = MLPClassifier(device="cpu").partial_fit(X_train, y_train, classes=np.arange(10),
-                                                  X_val=X_val, y_val=y_val)
+    clf = MLPClassifier(device="cpu").partial_fit(
+        X_train, y_train, classes=np.arange(10), X_val=X_val, y_val=y_val
+    )
     assert clf.history_[0]["valid_score"] is not None
     pipe = make_pipeline(MinMaxScaler(), MLPClassifier(max_iter=2, device="cpu"))
     pipe.fit(X_train, y_train, mlpclassifier__X_val=X_val, mlpclassifier__y_val=y_val)
@@ -194,8 +214,9 @@ def test_validation_data_in_partial_fit_and_pipelines(split):
 def test_early_stopping_callback_restores_the_best_weights(split):
     X_train, X_val, y_train, y_val = split
     stopper = EarlyStopping(monitor="valid_loss", patience=3)
-    clf = MLPClassifier(max_iter=300, learning_rate_init=0.02, callbacks=[stopper],
-                        random_state=0, device="cpu")
+    clf = MLPClassifier(
+        max_iter=300, learning_rate_init=0.02, callbacks=[stopper], random_state=0, device="cpu"
+    )
     clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     used = clf.callbacks_[0]
     losses = [row["valid_loss"] for row in clf.history_]
@@ -209,22 +230,24 @@ def test_early_stopping_callback_restores_the_best_weights(split):
 
 def test_early_stopping_on_a_score_and_on_a_missing_key(split):
     X_train, X_val, y_train, y_val = split
-    clf = MLPClassifier(max_iter=100, callbacks=[EarlyStopping("valid_score", patience=2)],
-                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
+    clf = MLPClassifier(
+        max_iter=100, callbacks=[EarlyStopping("valid_score", patience=2)], device="cpu"
+    ).fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert clf.callbacks_[0].best_value_ == max(r["valid_score"] for r in clf.history_)
     with pytest.raises(ValueError, match="pass X_val and y_val to fit"):
-        MLPClassifier(max_iter=2, callbacks=[EarlyStopping()], device="cpu").fit(
-            X_train, y_train)
+        MLPClassifier(max_iter=2, callbacks=[EarlyStopping()], device="cpu").fit(X_train, y_train)
     with pytest.raises(ValueError, match="not in the history"):
         MLPClassifier(max_iter=2, callbacks=[EarlyStopping("accuracy")], device="cpu").fit(
-            X_train, y_train)
+            X_train, y_train
+        )
 
 
 def test_checkpoint_writes_the_best_model_atomically(split, tmp_path, monkeypatch):
     X_train, X_val, y_train, y_val = split
     path = tmp_path / "best.joblib"
-    clf = MLPClassifier(max_iter=6, random_state=0, callbacks=[Checkpoint(path)],
-                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
+    clf = MLPClassifier(
+        max_iter=6, random_state=0, callbacks=[Checkpoint(path)], device="cpu"
+    ).fit(X_train, y_train, X_val=X_val, y_val=y_val)
     saved = clf.callbacks_[0].saved_epochs_
     losses = [row["valid_loss"] for row in clf.history_]
     assert saved[-1] == int(np.argmin(losses)) + 1
@@ -240,15 +263,17 @@ def test_checkpoint_writes_the_best_model_atomically(split, tmp_path, monkeypatc
 
     monkeypatch.setattr(joblib, "dump", crash)
     with pytest.raises(OSError, match="disk full"):
-        MLPClassifier(max_iter=2, callbacks=[Checkpoint(path, monitor=None)],
-                      device="cpu").fit(X_train, y_train)
+        MLPClassifier(max_iter=2, callbacks=[Checkpoint(path, monitor=None)], device="cpu").fit(
+            X_train, y_train
+        )
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["best.joblib"]
 
 
 def test_checkpoint_every_epoch(split, tmp_path):
     X_train, _, y_train, _ = split
-    clf = MLPClassifier(max_iter=3, callbacks=[Checkpoint(tmp_path / "last.pkl", monitor=None)],
-                        device="cpu").fit(X_train, y_train)
+    clf = MLPClassifier(
+        max_iter=3, callbacks=[Checkpoint(tmp_path / "last.pkl", monitor=None)], device="cpu"
+    ).fit(X_train, y_train)
     assert clf.callbacks_[0].saved_epochs_ == [1, 2, 3]
     assert_array_equal(joblib.load(tmp_path / "last.pkl").predict(X_train), clf.predict(X_train))
 
@@ -256,19 +281,29 @@ def test_checkpoint_every_epoch(split, tmp_path):
 @pytest.mark.parametrize("solver", ["sgd", "adam"])
 def test_lr_scheduler_step_and_cosine(solver, split):
     X_train, _, y_train, _ = split
-    clf = MLPClassifier(solver=solver, learning_rate_init=0.1, max_iter=6, device="cpu",
-                        callbacks=[LRScheduler("step", step_size=2, gamma=0.5)])
+    clf = MLPClassifier(
+        solver=solver,
+        learning_rate_init=0.1,
+        max_iter=6,
+        device="cpu",
+        callbacks=[LRScheduler("step", step_size=2, gamma=0.5)],
+    )
     clf.fit(X_train, y_train)
     # each row holds the rate used during that epoch
-    assert [row["learning_rate"] for row in clf.history_] == [0.1, 0.1, 0.05, 0.05, 0.025,
-                                                             0.025]
+    assert [row["learning_rate"] for row in clf.history_] == [0.1, 0.1, 0.05, 0.05, 0.025, 0.025]
     assert clf.learning_rate_init == 0.1  # the parameter is untouched
-    clf = MLPClassifier(solver=solver, learning_rate_init=0.1, max_iter=4, device="cpu",
-                        callbacks=[LRScheduler("cosine", T_max=4, min_lr=0.0)])
+    clf = MLPClassifier(
+        solver=solver,
+        learning_rate_init=0.1,
+        max_iter=4,
+        device="cpu",
+        callbacks=[LRScheduler("cosine", T_max=4, min_lr=0.0)],
+    )
     clf.fit(X_train, y_train)
-    assert_allclose([row["learning_rate"] for row in clf.history_],
-                    [0.1, 0.1 * (1 + np.cos(np.pi / 4)) / 2, 0.05,
-                     0.1 * (1 + np.cos(3 * np.pi / 4)) / 2])
+    assert_allclose(
+        [row["learning_rate"] for row in clf.history_],
+        [0.1, 0.1 * (1 + np.cos(np.pi / 4)) / 2, 0.05, 0.1 * (1 + np.cos(3 * np.pi / 4)) / 2],
+    )
 
 
 def test_lr_scheduler_reduces_on_plateau(split):
@@ -280,9 +315,12 @@ def test_lr_scheduler_reduces_on_plateau(split):
         def on_epoch_end(self, state, epoch, logs):
             logs["stalled"] = 1.0
 
-    clf = MLPClassifier(max_iter=5, learning_rate_init=0.01, device="cpu",
-                        callbacks=[Flat(), LRScheduler("plateau", monitor="stalled",
-                                                       patience=2, gamma=0.1)])
+    clf = MLPClassifier(
+        max_iter=5,
+        learning_rate_init=0.01,
+        device="cpu",
+        callbacks=[Flat(), LRScheduler("plateau", monitor="stalled", patience=2, gamma=0.1)],
+    )
     clf.fit(X_train, y_train)
     lrs = [row["learning_rate"] for row in clf.history_]
     assert lrs[:3] == [0.01, 0.01, 0.01] and lrs[3] == pytest.approx(0.001)
@@ -290,8 +328,15 @@ def test_lr_scheduler_reduces_on_plateau(split):
 
 def test_terminate_on_nan_keeps_the_last_finite_model(split):
     X_train, _, y_train, _ = split
-    clf = MLPClassifier(solver="sgd", learning_rate_init=1e5, momentum=0.99, max_iter=30,
-                        random_state=0, device="cpu", callbacks=[TerminateOnNaN()])
+    clf = MLPClassifier(
+        solver="sgd",
+        learning_rate_init=1e5,
+        momentum=0.99,
+        max_iter=30,
+        random_state=0,
+        device="cpu",
+        callbacks=[TerminateOnNaN()],
+    )
     with pytest.warns(UserWarning, match="loss became non-finite at epoch"):
         with np.errstate(all="ignore"):
             clf.fit(X_train * 100, y_train)
@@ -306,14 +351,20 @@ def test_print_log_table_and_progress_bar_off_a_terminal(split, capsys):
     clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     out, err = capsys.readouterr()
     lines = out.strip().splitlines()
-    assert lines[0].split() == ["epoch", "train_loss", "valid_loss", "valid_score", "lr",
-                                "seconds"]
-    assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{3}$",
-                    lines[1])
+    assert lines[0].split() == [
+        "epoch",
+        "train_loss",
+        "valid_loss",
+        "valid_score",
+        "lr",
+        "seconds",
+    ]
+    assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{3}$", lines[1])
     assert len(lines) == 3 and "Iteration" not in out
     # stderr is not a terminal here: one line per epoch, no bar drawn with \r
-    assert err.splitlines() == [f"epoch {i}: train_loss {r['train_loss']:.5f}"
-                                for i, r in enumerate(clf.history_, 1)]
+    assert err.splitlines() == [
+        f"epoch {i}: train_loss {r['train_loss']:.5f}" for i, r in enumerate(clf.history_, 1)
+    ]
 
 
 def test_progress_bar_draws_tqdm_on_a_terminal(split, monkeypatch):
@@ -335,15 +386,22 @@ def test_progress_bar_draws_tqdm_on_a_terminal(split, monkeypatch):
 def test_nothing_printed_at_verbose_0(split, capsys):
     X_train, _, y_train, _ = split
     MLPClassifier(max_iter=2, callbacks=[EarlyStopping("train_loss")], device="cpu").fit(
-        X_train, y_train)
+        X_train, y_train
+    )
     assert capsys.readouterr() == ("", "")
 
 
 def test_callbacks_on_the_convnet(split):
     X_train, X_val, y_train, y_val = split
-    clf = ConvNetClassifier(conv_filters=(4,), dense_units=(16,), learning_rate_init=0.02,
-                            max_iter=200, device="cpu", random_state=0,
-                            callbacks=[EarlyStopping(patience=2)])
+    clf = ConvNetClassifier(
+        conv_filters=(4,),
+        dense_units=(16,),
+        learning_rate_init=0.02,
+        max_iter=200,
+        device="cpu",
+        random_state=0,
+        callbacks=[EarlyStopping(patience=2)],
+    )
     clf.fit(X_train, y_train, X_val=X_val, y_val=y_val)
     assert clf.callbacks_[0].stopped_epoch_ == len(clf.history_) < 200
 
@@ -352,8 +410,9 @@ def test_pickled_model_leaves_callback_state_behind(split):
     import pickle
 
     X_train, X_val, y_train, y_val = split
-    clf = MLPClassifier(max_iter=3, callbacks=[EarlyStopping(), TerminateOnNaN()],
-                        device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
+    clf = MLPClassifier(
+        max_iter=3, callbacks=[EarlyStopping(), TerminateOnNaN()], device="cpu"
+    ).fit(X_train, y_train, X_val=X_val, y_val=y_val)
     restored = pickle.loads(pickle.dumps(clf))
     assert restored.callbacks_[0].best_epoch_ == clf.callbacks_[0].best_epoch_
     assert not hasattr(restored.callbacks_[1], "_weights")
@@ -377,7 +436,8 @@ def test_class_weight_multiplies_sample_weight(split):
     sw = np.random.RandomState(0).rand(len(y_train))
     kw = dict(max_iter=3, random_state=0, device="cpu")
     a = MLPClassifier(class_weight={c: 2.0 for c in range(10)}, **kw).fit(
-        X_train, y_train, sample_weight=sw)
+        X_train, y_train, sample_weight=sw
+    )
     b = MLPClassifier(**kw).fit(X_train, y_train, sample_weight=2.0 * sw)
     assert_allclose(a.coefs_[0], b.coefs_[0], rtol=1e-5, atol=1e-7)
 
@@ -398,9 +458,11 @@ def test_balanced_class_weight_is_refused_by_partial_fit(split):
     X_train, _, y_train, _ = split
     with pytest.raises(ValueError, match="'balanced' is not supported by partial_fit"):
         MLPClassifier(class_weight="balanced", device="cpu").partial_fit(
-            X_train, y_train, classes=np.arange(10))
-    ConvNetClassifier(class_weight={0: 2.0}, conv_filters=(2,), dense_units=(4,),
-                      max_iter=1, device="cpu").fit(X_train, y_train)
+            X_train, y_train, classes=np.arange(10)
+        )
+    ConvNetClassifier(
+        class_weight={0: 2.0}, conv_filters=(2,), dense_units=(4,), max_iter=1, device="cpu"
+    ).fit(X_train, y_train)
 
 
 def test_validation_set_through_metadata_routing(split):
@@ -410,9 +472,16 @@ def test_validation_set_through_metadata_routing(split):
     X_train, X_val, y_train, y_val = split
     with sklearn.config_context(enable_metadata_routing=True):
         clf = MLPClassifier(max_iter=2, device="cpu").set_fit_request(
-            X_val=True, y_val=True, sample_weight=False)
-        result = cross_validate(clf, X_train, y_train, cv=2, return_estimator=True,
-                                params={"X_val": X_val, "y_val": y_val})
+            X_val=True, y_val=True, sample_weight=False
+        )
+        result = cross_validate(
+            clf,
+            X_train,
+            y_train,
+            cv=2,
+            return_estimator=True,
+            params={"X_val": X_val, "y_val": y_val},
+        )
     for fitted in result["estimator"]:
         assert fitted.history_[-1]["valid_score"] == pytest.approx(fitted.score(X_val, y_val))
 
@@ -422,7 +491,9 @@ def test_verbose_2_prints_scikit_learn_lines_and_adds_no_callback(split, capsys)
     clf = MLPClassifier(max_iter=2, verbose=2, device="cpu").fit(X_train, y_train)
     out, err = capsys.readouterr()
     assert [line.split(",")[0] for line in out.strip().splitlines()] == [
-        "Iteration 1", "Iteration 2"]
+        "Iteration 1",
+        "Iteration 2",
+    ]
     assert err == "" and clf.callbacks_ == []
 
 
@@ -434,13 +505,20 @@ def test_unfreeze_trains_the_head_first_then_everything(split):
 
     class Watch(Callback):  # the first layer's weights at the start of each epoch
         def on_epoch_begin(self, state, epoch):
-            self.seen_ = getattr(self, "seen_", []) + [
-                state.network.layers[0].params["W"].copy()]
+            self.seen_ = getattr(self, "seen_", []) + [state.network.layers[0].params["W"].copy()]
 
-    layers = [Conv2D(4, 3, activation="relu", trainable=False), Flatten(),
-              Dense(16, activation="relu", trainable=False)]
-    clf = ConvNetClassifier(layers=layers, max_iter=5, random_state=0, device="cpu",
-                            callbacks=[Unfreeze(epoch=3, lr_scale=0.5), Watch()])
+    layers = [
+        Conv2D(4, 3, activation="relu", trainable=False),
+        Flatten(),
+        Dense(16, activation="relu", trainable=False),
+    ]
+    clf = ConvNetClassifier(
+        layers=layers,
+        max_iter=5,
+        random_state=0,
+        device="cpu",
+        callbacks=[Unfreeze(epoch=3, lr_scale=0.5), Watch()],
+    )
     clf.fit(X_train, y_train)
     seen = clf.callbacks_[1].seen_ + [clf.layers_[0].params["W"]]
     assert_array_equal(seen[0], seen[1])  # frozen in epochs 1 and 2
@@ -449,10 +527,12 @@ def test_unfreeze_trains_the_head_first_then_everything(split):
     assert clf.callbacks_[0].unfrozen_ == [0, 2]
     assert clf.layers_[0].trainable and clf.layers_[0].lr_scale == 0.5
     assert sum(m.size for m in clf._optimizer.ms) == sum(
-        p.size for layer in clf.layers_ for p in layer.params.values())
+        p.size for layer in clf.layers_ for p in layer.params.values()
+    )
     assert clf.layers[0].trainable is False  # the parameter is untouched
     clf.set_params(warm_start=True, callbacks=None).fit(X_train, y_train)
     assert not clf.layers_[0].trainable  # the next fit follows the parameter again
     with pytest.raises(ValueError, match="Unfreeze needs solver"):
-        ConvNetClassifier(layers=layers, solver="lbfgs", max_iter=2, device="cpu",
-                          callbacks=[Unfreeze()]).fit(X_train, y_train)
+        ConvNetClassifier(
+            layers=layers, solver="lbfgs", max_iter=2, device="cpu", callbacks=[Unfreeze()]
+        ).fit(X_train, y_train)

@@ -28,8 +28,14 @@ from tests.custom_layers import Scale
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
-SMALL = dict(conv_filters=(8,), dense_units=(32,), learning_rate_init=0.01, max_iter=15,
-             random_state=0, device="cpu")
+SMALL = dict(
+    conv_filters=(8,),
+    dense_units=(32,),
+    learning_rate_init=0.01,
+    max_iter=15,
+    random_state=0,
+    device="cpu",
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +63,11 @@ def test_flat_square_input_is_a_single_channel_image(images):
 @pytest.mark.parametrize("form", ["flat", "nhw", "nchw"])
 def test_every_input_form_gives_the_same_model(form, images):
     X_train, X_test, y_train, _ = images
-    reshape = {"flat": lambda X: X, "nhw": lambda X: X.reshape(-1, 8, 8),
-               "nchw": lambda X: X.reshape(-1, 1, 8, 8)}[form]
+    reshape = {
+        "flat": lambda X: X,
+        "nhw": lambda X: X.reshape(-1, 8, 8),
+        "nchw": lambda X: X.reshape(-1, 1, 8, 8),
+    }[form]
     reference = ConvNetClassifier(**SMALL).fit(X_train, y_train)
     clf = ConvNetClassifier(**SMALL).fit(reshape(X_train), y_train)
     assert clf.input_shape_ == (1, 8, 8)
@@ -71,8 +80,9 @@ def test_multichannel_images():
     rng = np.random.RandomState(0)
     X = rng.rand(60, 3, 6, 5)
     y = (X[:, 0].mean(axis=(1, 2)) > X[:, 2].mean(axis=(1, 2))).astype(int)
-    clf = ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=5, random_state=0,
-                            device="cpu").fit(X, y)
+    clf = ConvNetClassifier(
+        conv_filters=(4,), dense_units=(8,), max_iter=5, random_state=0, device="cpu"
+    ).fit(X, y)
     assert clf.input_shape_ == (3, 6, 5) and clf.n_features_in_ == 90
     assert clf.predict_proba(X).shape == (60, 2)
     with pytest.raises(ValueError, match=r"fitted on images of shape \(3, 6, 5\)"):
@@ -92,19 +102,23 @@ def test_flat_input_with_input_shape(images):
 def test_non_square_flat_input_is_a_one_row_image():
     rng = np.random.RandomState(0)
     X, y = rng.rand(50, 10), np.arange(50) % 2
-    clf = ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=3, random_state=0,
-                            device="cpu").fit(X, y)
+    clf = ConvNetClassifier(
+        conv_filters=(4,), dense_units=(8,), max_iter=3, random_state=0, device="cpu"
+    ).fit(X, y)
     assert clf.input_shape_ == (1, 1, 10)
     assert "MaxPool2D" not in kinds(clf)  # the image is too small to pool
 
 
-@pytest.mark.parametrize("X_shape, input_shape, message", [
-    ((10, 64), (3, 3), r"input_shape=\(3, 3\) holds 9 values per sample, but X has 64"),
-    ((10, 8, 8), (1, 4, 16), "does not match the images in X"),
-    ((10, 1, 8, 8, 1), None, r"expects X of shape \(n, h, w\), \(n, c, h, w\) or flat"),
-    ((10, 64), (0, 8), "input_shape must be a sequence of positive integers"),
-    ((10, 64), (1, 2, 4, 8), r"input_shape must be \(channels, height, width\)"),
-])
+@pytest.mark.parametrize(
+    "X_shape, input_shape, message",
+    [
+        ((10, 64), (3, 3), r"input_shape=\(3, 3\) holds 9 values per sample, but X has 64"),
+        ((10, 8, 8), (1, 4, 16), "does not match the images in X"),
+        ((10, 1, 8, 8, 1), None, r"expects X of shape \(n, h, w\), \(n, c, h, w\) or flat"),
+        ((10, 64), (0, 8), "input_shape must be a sequence of positive integers"),
+        ((10, 64), (1, 2, 4, 8), r"input_shape must be \(channels, height, width\)"),
+    ],
+)
 def test_bad_shapes_are_clear_errors(X_shape, input_shape, message):
     X = np.ones(X_shape)
     y = np.arange(10) % 2
@@ -127,8 +141,9 @@ def test_sparse_flat_input(images):
     X_train, X_test, y_train, _ = images
     dense = ConvNetClassifier(**SMALL).fit(X_train, y_train)
     sparse = ConvNetClassifier(**SMALL).fit(sp.csr_matrix(X_train), y_train)
-    assert_allclose(sparse.predict_proba(sp.csr_matrix(X_test)), dense.predict_proba(X_test),
-                    atol=1e-5)
+    assert_allclose(
+        sparse.predict_proba(sp.csr_matrix(X_test)), dense.predict_proba(X_test), atol=1e-5
+    )
 
 
 # -- the simple parameters --------------------------------------------------------
@@ -139,17 +154,41 @@ def test_default_architecture_on_mnist_sized_images():
     X, y = rng.rand(20, 784).astype(np.float32), np.arange(20) % 3
     clf = ConvNetClassifier(max_iter=1, random_state=0, device="cpu").fit(X, y)
     assert clf.input_shape_ == (1, 28, 28)
-    assert kinds(clf) == ["Conv2D", "MaxPool2D", "Conv2D", "MaxPool2D", "Flatten", "Dense",
-                          "Dense"]
+    assert kinds(clf) == [
+        "Conv2D",
+        "MaxPool2D",
+        "Conv2D",
+        "MaxPool2D",
+        "Flatten",
+        "Dense",
+        "Dense",
+    ]
     assert [layer.output_shape_ for layer in clf.layers_] == [
-        (32, 28, 28), (32, 14, 14), (64, 14, 14), (64, 7, 7), (3136,), (128,), (3,)]
+        (32, 28, 28),
+        (32, 14, 14),
+        (64, 14, 14),
+        (64, 7, 7),
+        (3136,),
+        (128,),
+        (3,),
+    ]
 
 
 def test_batch_norm_and_dropout_blocks(images):
     X_train, X_test, y_train, y_test = images
     clf = ConvNetClassifier(batch_norm=True, dropout=0.3, **SMALL).fit(X_train, y_train)
-    assert kinds(clf) == ["Conv2D", "BatchNorm", "Activation", "MaxPool2D", "Flatten",
-                          "Dense", "BatchNorm", "Activation", "Dropout", "Dense"]
+    assert kinds(clf) == [
+        "Conv2D",
+        "BatchNorm",
+        "Activation",
+        "MaxPool2D",
+        "Flatten",
+        "Dense",
+        "BatchNorm",
+        "Activation",
+        "Dropout",
+        "Dense",
+    ]
     assert not clf.layers_[0].use_bias
     assert clf.score(X_test, y_test) > 0.9
     # predictions use the running statistics: deterministic, batch-independent
@@ -165,8 +204,11 @@ def test_no_pooling_and_no_convolutions(images):
 
 def test_grid_search_over_simple_parameters(images):
     X_train, _, y_train, _ = images
-    grid = GridSearchCV(ConvNetClassifier(**{**SMALL, "max_iter": 5}),
-                        {"conv_filters": [(4,), (8,)], "dropout": [0.0, 0.2]}, cv=2)
+    grid = GridSearchCV(
+        ConvNetClassifier(**{**SMALL, "max_iter": 5}),
+        {"conv_filters": [(4,), (8,)], "dropout": [0.0, 0.2]},
+        cv=2,
+    )
     grid.fit(X_train, y_train)
     assert len(grid.cv_results_["params"]) == 4 and grid.best_score_ > 0.6
 
@@ -175,15 +217,25 @@ def test_grid_search_over_simple_parameters(images):
 
 
 def layer_list():
-    return [Conv2D(6, 3, padding="same", activation="relu"), MaxPool2D(2), Flatten(),
-            Dense(24, activation="relu"), Dropout(0.2)]
+    return [
+        Conv2D(6, 3, padding="same", activation="relu"),
+        MaxPool2D(2),
+        Flatten(),
+        Dense(24, activation="relu"),
+        Dropout(0.2),
+    ]
 
 
 def test_layers_override_simple_parameters_and_get_a_head(images):
     X_train, X_test, y_train, y_test = images
-    clf = ConvNetClassifier(layers=layer_list(), conv_filters=(99,), max_iter=15,
-                            learning_rate_init=0.01, random_state=0,
-                            device="cpu").fit(X_train, y_train)
+    clf = ConvNetClassifier(
+        layers=layer_list(),
+        conv_filters=(99,),
+        max_iter=15,
+        learning_rate_init=0.01,
+        random_state=0,
+        device="cpu",
+    ).fit(X_train, y_train)
     assert kinds(clf) == ["Conv2D", "MaxPool2D", "Flatten", "Dense", "Dropout", "Dense"]
     assert clf.layers_[-1].units == 10
     assert clf.score(X_test, y_test) > 0.85
@@ -191,11 +243,13 @@ def test_layers_override_simple_parameters_and_get_a_head(images):
 
 def test_a_flatten_is_added_when_the_layers_end_on_images(images):
     X_train, _, y_train, _ = images
-    clf = ConvNetClassifier(layers=[Conv2D(4, 3), GlobalAvgPool2D()], max_iter=2,
-                            device="cpu").fit(X_train, y_train)
+    clf = ConvNetClassifier(
+        layers=[Conv2D(4, 3), GlobalAvgPool2D()], max_iter=2, device="cpu"
+    ).fit(X_train, y_train)
     assert kinds(clf) == ["Conv2D", "GlobalAvgPool2D", "Dense"]
-    clf = ConvNetClassifier(layers=[Conv2D(4, 3), AvgPool2D(2)], max_iter=2,
-                            device="cpu").fit(X_train, y_train)
+    clf = ConvNetClassifier(layers=[Conv2D(4, 3), AvgPool2D(2)], max_iter=2, device="cpu").fit(
+        X_train, y_train
+    )
     assert kinds(clf) == ["Conv2D", "AvgPool2D", "Flatten", "Dense"]
 
 
@@ -230,8 +284,9 @@ def test_nested_layer_parameters():
 def test_grid_search_over_entries_of_the_layers_list(images):
     X_train, _, y_train, _ = images
     clf = ConvNetClassifier(layers=layer_list(), max_iter=4, random_state=0, device="cpu")
-    grid = GridSearchCV(clf, {"layers__0__filters": [2, 4], "layers__4__rate": [0.0, 0.5]},
-                        cv=2).fit(X_train, y_train)
+    grid = GridSearchCV(
+        clf, {"layers__0__filters": [2, 4], "layers__4__rate": [0.0, 0.5]}, cv=2
+    ).fit(X_train, y_train)
     assert len(grid.cv_results_["params"]) == 4
     best = grid.best_estimator_
     assert best.layers_[0].filters == grid.best_params_["layers__0__filters"]
@@ -244,10 +299,13 @@ def test_grid_search_over_entries_of_the_layers_list(images):
 
 def test_custom_layers_train_and_pickle(images):
     X_train, X_test, y_train, y_test = images
-    clf = ConvNetClassifier(layers=[Scale(), Conv2D(6, 3, activation="relu"), Flatten(),
-                                    Dense(24, activation="tanh")],
-                            max_iter=15, learning_rate_init=0.01, random_state=0,
-                            device="cpu").fit(X_train, y_train)
+    clf = ConvNetClassifier(
+        layers=[Scale(), Conv2D(6, 3, activation="relu"), Flatten(), Dense(24, activation="tanh")],
+        max_iter=15,
+        learning_rate_init=0.01,
+        random_state=0,
+        device="cpu",
+    ).fit(X_train, y_train)
     assert clf.layers_[0].params["s"][0] != 1.0  # the scalar was trained
     assert clf.score(X_test, y_test) > 0.8
     restored = pickle.loads(pickle.dumps(clf))
@@ -261,8 +319,9 @@ def test_layers_must_be_layer_objects():
 
 def test_dropout_layers_with_lbfgs_are_refused():
     with pytest.raises(ValueError, match="dropout is not supported with solver='lbfgs'"):
-        ConvNetClassifier(layers=[Flatten(), Dropout(0.5)], solver="lbfgs",
-                          device="cpu").fit(np.ones((4, 4)), [0, 1, 0, 1])
+        ConvNetClassifier(layers=[Flatten(), Dropout(0.5)], solver="lbfgs", device="cpu").fit(
+            np.ones((4, 4)), [0, 1, 0, 1]
+        )
 
 
 # -- the classifier contract ----------------------------------------------------------
@@ -282,11 +341,13 @@ def test_string_labels_probabilities_and_scores(images):
 
 def test_partial_fit_with_classes(images):
     X_train, X_test, y_train, y_test = images
-    clf = ConvNetClassifier(conv_filters=(8,), dense_units=(32,), learning_rate_init=0.01,
-                            random_state=0, device="cpu")
+    clf = ConvNetClassifier(
+        conv_filters=(8,), dense_units=(32,), learning_rate_init=0.01, random_state=0, device="cpu"
+    )
     for start in range(0, len(X_train), 300):
-        clf.partial_fit(X_train[start:start + 300], y_train[start:start + 300],
-                        classes=np.arange(10))
+        clf.partial_fit(
+            X_train[start : start + 300], y_train[start : start + 300], classes=np.arange(10)
+        )
     for _ in range(5):
         clf.partial_fit(X_train, y_train)
     assert clf.n_iter_ == 1 and len(clf.loss_curve_) == 10
@@ -300,7 +361,8 @@ def test_sample_weight_zero_equals_dropping(images):
     kw = {**SMALL, "max_iter": 3, "shuffle": False, "batch_size": len(y_train)}
     weighted = ConvNetClassifier(**kw).fit(X_train, y_train, sample_weight=w)
     dropped = ConvNetClassifier(**{**kw, "batch_size": int(w.sum())}).fit(
-        X_train[w > 0], y_train[w > 0])
+        X_train[w > 0], y_train[w > 0]
+    )
     for a, b in zip(weighted.layers_, dropped.layers_):
         for key in a.params:
             assert_allclose(a.params[key], b.params[key], atol=1e-5)
@@ -323,8 +385,9 @@ def test_predictions_do_not_depend_on_sample_order_in_float32(images):
     X_train, X_test, y_train, _ = images
     clf = ConvNetClassifier(**SMALL).fit(X_train, y_train)
     order = np.random.RandomState(0).permutation(len(X_test))
-    assert_allclose(clf.predict_proba(X_test)[order], clf.predict_proba(X_test[order]),
-                    rtol=1e-4, atol=1e-6)
+    assert_allclose(
+        clf.predict_proba(X_test)[order], clf.predict_proba(X_test[order]), rtol=1e-4, atol=1e-6
+    )
 
 
 def test_persistence_round_trip(images, tmp_path):
@@ -352,9 +415,19 @@ def test_not_fitted_and_bad_input(images):
 
 def test_every_backend_layer_kind_trains_on_every_device(device, images):
     X_train, X_test, y_train, y_test = images
-    clf = ConvNetClassifier(layers=[Conv2D(4, 3, padding=1, activation="relu"), BatchNorm(),
-                                    MaxPool2D(2), Activation("tanh"), Flatten(), Dense(16)],
-                            max_iter=10, learning_rate_init=0.01, random_state=0,
-                            device=device).fit(X_train, y_train)
+    clf = ConvNetClassifier(
+        layers=[
+            Conv2D(4, 3, padding=1, activation="relu"),
+            BatchNorm(),
+            MaxPool2D(2),
+            Activation("tanh"),
+            Flatten(),
+            Dense(16),
+        ],
+        max_iter=10,
+        learning_rate_init=0.01,
+        random_state=0,
+        device=device,
+    ).fit(X_train, y_train)
     assert clf.device_.startswith(device)
     assert clf.score(X_test, y_test) > 0.8

@@ -27,8 +27,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 def client():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # cluster start-up chatter
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=None)
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
         client = distributed.Client(cluster)
     yield client
     with warnings.catch_warnings():
@@ -39,9 +44,12 @@ def client():
 
 def test_grid_search_on_the_dask_joblib_backend(client, digits):
     X, y = digits
-    grid = GridSearchCV(MLPClassifier(max_iter=30, random_state=0, device="cpu"),
-                        {"hidden_layer_sizes": [(16,), (32,)], "alpha": [1e-4, 1e-2]},
-                        cv=2, n_jobs=-1)
+    grid = GridSearchCV(
+        MLPClassifier(max_iter=30, random_state=0, device="cpu"),
+        {"hidden_layer_sizes": [(16,), (32,)], "alpha": [1e-4, 1e-2]},
+        cv=2,
+        n_jobs=-1,
+    )
     ran_on = client.run(lambda: True)
     assert len(ran_on) == 2  # two worker processes
     with joblib.parallel_backend("dask"):
@@ -60,8 +68,9 @@ def test_incremental_partial_fit_over_blocks(client, digits, Estimator):
     y_dask = da.from_array(y, chunks=300)
     assert X_dask.numblocks[0] > 1
     kw = dict(conv_filters=(4,), dense_units=(16,)) if Estimator is ConvNetClassifier else {}
-    inc = Incremental(Estimator(learning_rate_init=0.01, random_state=0, device="cpu", **kw),
-                      scoring="accuracy")
+    inc = Incremental(
+        Estimator(learning_rate_init=0.01, random_state=0, device="cpu", **kw), scoring="accuracy"
+    )
     for _ in range(4):  # four passes over the blocks
         inc.partial_fit(X_dask, y_dask, classes=np.arange(10))
     fitted = inc.estimator_

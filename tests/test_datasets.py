@@ -40,9 +40,17 @@ def fake_mnist(directory, n=5, compress=True, subset="t10k", seed=0):
 
 
 @pytest.mark.parametrize("compress", [False, True])
-@pytest.mark.parametrize("dtype, code", [(np.uint8, 0x08), (np.int8, 0x09), (np.int16, 0x0B),
-                                         (np.int32, 0x0C), (np.float32, 0x0D),
-                                         (np.float64, 0x0E)])
+@pytest.mark.parametrize(
+    "dtype, code",
+    [
+        (np.uint8, 0x08),
+        (np.int8, 0x09),
+        (np.int16, 0x0B),
+        (np.int32, 0x0C),
+        (np.float32, 0x0D),
+        (np.float64, 0x0E),
+    ],
+)
 def test_read_idx_round_trip(tmp_path, compress, dtype, code):
     array = (np.arange(24).reshape(2, 3, 4) - 5).astype(dtype)
     write_idx(tmp_path / "a.idx", array, code, compress)
@@ -120,8 +128,18 @@ def test_real_mnist_test_set():
 
 # -- CIFAR-10 --------------------------------------------------------------------------
 
-CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-                 "ship", "truck"]
+CIFAR_CLASSES = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+]
 
 
 def write_cifar(directory, n=4, seed=0):
@@ -134,11 +152,22 @@ def write_cifar(directory, n=4, seed=0):
         labels = list(rng.randint(0, 10, n))
         batches[name] = (data, labels)
         with open(directory / name, "wb") as f:
-            pickle.dump({b"batch_label": name.encode(), b"labels": labels, b"data": data,
-                         b"filenames": [b"x.png"] * n}, f, protocol=2)
+            pickle.dump(
+                {
+                    b"batch_label": name.encode(),
+                    b"labels": labels,
+                    b"data": data,
+                    b"filenames": [b"x.png"] * n,
+                },
+                f,
+                protocol=2,
+            )
     with open(directory / "batches.meta", "wb") as f:
-        pickle.dump({b"label_names": [c.encode() for c in CIFAR_CLASSES],
-                     b"num_cases_per_batch": n}, f, protocol=2)
+        pickle.dump(
+            {b"label_names": [c.encode() for c in CIFAR_CLASSES], b"num_cases_per_batch": n},
+            f,
+            protocol=2,
+        )
     return batches
 
 

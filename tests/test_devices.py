@@ -39,8 +39,7 @@ def out_of_memory_after(monkeypatch):
                 raise FakeOutOfMemory("out of memory allocating 1 GB")
             return original(self, X, training=training)
 
-        monkeypatch.setattr(NumpyBackend, "out_of_memory_errors",
-                            lambda self: (FakeOutOfMemory,))
+        monkeypatch.setattr(NumpyBackend, "out_of_memory_errors", lambda self: (FakeOutOfMemory,))
         monkeypatch.setattr(Dense, "forward", forward)
 
     return arm
@@ -84,15 +83,17 @@ def test_same_start_and_same_predictions_on_cpu_and_gpu(Estimator, params, digit
     first_gpu.fit(X, y)
     for a, b in zip(first_cpu.layers_, first_gpu.layers_):
         for key in a.params:
-            assert_allclose(a.backend_.to_numpy(a.params[key]),
-                            b.backend_.to_numpy(b.params[key]), rtol=1e-6, atol=1e-7)
+            assert_allclose(
+                a.backend_.to_numpy(a.params[key]),
+                b.backend_.to_numpy(b.params[key]),
+                rtol=1e-6,
+                atol=1e-7,
+            )
     cpu = Estimator(device="cpu", **kw).fit(X, y)
     cuda = Estimator(device="cuda", **kw).fit(X, y)
     assert cuda.device_ == "cuda:0"
     assert_allclose(cuda.predict_proba(X), cpu.predict_proba(X), atol=2e-3)
     assert (cuda.predict(X) == cpu.predict(X)).mean() > 0.99
-
-
 
 
 @pytest.mark.gpu
@@ -111,12 +112,14 @@ def test_cupy_in_cupy_out(digits):
     assert isinstance(clf.predict_log_proba(X_gpu), cp.ndarray)
     # string classes cannot live on the device: NumPy labels
     names = np.array(list("abcdefghij"))[y]
-    assert isinstance(MLPClassifier(max_iter=2, device="cuda").fit(X, names).predict(X_gpu),
-                      np.ndarray)
+    assert isinstance(
+        MLPClassifier(max_iter=2, device="cuda").fit(X, names).predict(X_gpu), np.ndarray
+    )
     reg = MLPRegressor(max_iter=5, device="cuda").fit(X, y.astype(float))
     assert isinstance(reg.predict(X_gpu), cp.ndarray)
-    conv = ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=2,
-                             device="cuda").fit(X, y)
+    conv = ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=2, device="cuda").fit(
+        X, y
+    )
     assert isinstance(conv.predict_proba(X_gpu.reshape(-1, 8, 8)), cp.ndarray)
     # fit takes CuPy data too (validated on the host, one round trip)
     MLPClassifier(max_iter=2, device="cuda").fit(X_gpu, cp.asarray(y))

@@ -45,8 +45,13 @@ def data(digits):
 
 
 def mlp(**params):
-    params = {"hidden_layer_sizes": (16,), "max_iter": 3, "random_state": 0,
-              "device": "cpu", **params}
+    params = {
+        "hidden_layer_sizes": (16,),
+        "max_iter": 3,
+        "random_state": 0,
+        "device": "cpu",
+        **params,
+    }
     return MLPClassifier(**params)
 
 
@@ -97,8 +102,9 @@ def test_warm_fit_refuses_changed_regressor_loss(data):
 
 def test_warm_fit_refuses_changed_conv_filters(data):
     X, _, y, _ = data
-    clf = ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=1,
-                            random_state=0, device="cpu").fit(X[:300], y[:300])
+    clf = ConvNetClassifier(
+        conv_filters=(4,), dense_units=(8,), max_iter=1, random_state=0, device="cpu"
+    ).fit(X[:300], y[:300])
     proba = clf.predict_proba(X[:50])
     clf.set_params(conv_filters=(5,), warm_start=True)
     with pytest.raises(ValueError, match="conv_filters changed"):
@@ -176,8 +182,7 @@ def test_dropout_masks_differ_across_partial_fit_calls(data, monkeypatch):
     clf = mlp(dropout=0.5, shuffle=False)
     clf.partial_fit(X, y, classes=np.unique(y))
     assert isinstance(clf.layers_[1], Dropout)
-    saved = [{k: np.array(v, copy=True) for k, v in layer.params.items()}
-             for layer in clf.layers_]
+    saved = [{k: np.array(v, copy=True) for k, v in layer.params.items()} for layer in clf.layers_]
 
     masks, record = [], {"first": True}
     forward = Dropout.forward
@@ -236,10 +241,10 @@ def _raise_keyboard_interrupt(*args, **kwargs):
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("target", [(sknet._network.Network, "build"),
-                                    (MLPClassifier, "_validation_split")])
-def test_keyboard_interrupt_outside_epochs_leaves_first_fit_unfitted(data, monkeypatch,
-                                                                     target):
+@pytest.mark.parametrize(
+    "target", [(sknet._network.Network, "build"), (MLPClassifier, "_validation_split")]
+)
+def test_keyboard_interrupt_outside_epochs_leaves_first_fit_unfitted(data, monkeypatch, target):
     X, _, y, _ = data
     monkeypatch.setattr(*target, _raise_keyboard_interrupt)
     clf = mlp(early_stopping=True)
@@ -250,8 +255,9 @@ def test_keyboard_interrupt_outside_epochs_leaves_first_fit_unfitted(data, monke
     assert fitted_attributes(clf) == []
 
 
-@pytest.mark.parametrize("target", [(sknet._network.Network, "build"),
-                                    (MLPClassifier, "_validation_split")])
+@pytest.mark.parametrize(
+    "target", [(sknet._network.Network, "build"), (MLPClassifier, "_validation_split")]
+)
 def test_keyboard_interrupt_outside_epochs_keeps_previous_model(data, monkeypatch, target):
     X, _, y, _ = data
     clf = mlp(early_stopping=True).fit(X, y)
@@ -287,16 +293,25 @@ def test_callback_error_in_warm_fit_keeps_previous_model(data):
 
 
 # -- 5. two early-stopping mechanisms; BestWeights -----------------------------------
-@pytest.mark.parametrize("params", [
-    # accuracy, the default score, peaks some epochs before the validation loss
-    {"learning_rate_init": 0.01, "n_iter_no_change": 5},
-    # a constant score: the built-in rule's best epoch is the first one
-    {"learning_rate_init": 0.003, "n_iter_no_change": 4, "scoring": lambda est, X, y: 0.5},
-], ids=["accuracy", "constant-score"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        # accuracy, the default score, peaks some epochs before the validation loss
+        {"learning_rate_init": 0.01, "n_iter_no_change": 5},
+        # a constant score: the built-in rule's best epoch is the first one
+        {"learning_rate_init": 0.003, "n_iter_no_change": 4, "scoring": lambda est, X, y: 0.5},
+    ],
+    ids=["accuracy", "constant-score"],
+)
 def test_user_early_stopping_callback_wins_over_builtin_early_stopping(data, params):
     X, X_val, y, y_val = data
-    clf = mlp(early_stopping=True, max_iter=40, dtype="float64",
-              callbacks=[EarlyStopping(monitor="valid_loss", patience=2)], **params)
+    clf = mlp(
+        early_stopping=True,
+        max_iter=40,
+        dtype="float64",
+        callbacks=[EarlyStopping(monitor="valid_loss", patience=2)],
+        **params,
+    )
     clf.fit(X, y, X_val=X_val, y_val=y_val)
     valid_losses = [row["valid_loss"] for row in clf.history_]
     best_epoch = int(np.argmin(valid_losses)) + 1
@@ -304,7 +319,8 @@ def test_user_early_stopping_callback_wins_over_builtin_early_stopping(data, par
     assert best_epoch != builtin_best  # the two rules disagree: the test tells them apart
     assert clf.callbacks_[0].best_epoch_ == best_epoch
     assert log_loss(y_val, clf.predict_proba(X_val), labels=clf.classes_) == pytest.approx(
-        min(valid_losses), rel=1e-4)
+        min(valid_losses), rel=1e-4
+    )
 
 
 def test_best_weights_save_restore_clear(data):
@@ -377,12 +393,17 @@ def test_lr_scheduler_with_lbfgs_is_a_clear_value_error(data):
         check_is_fitted(clf)
 
 
-@pytest.mark.parametrize("make_callback", [
-    lambda tmp_path: EarlyStopping(monitor="valid_loss"),
-    lambda tmp_path: Checkpoint(tmp_path / "model.joblib", monitor="valid_score"),
-], ids=["EarlyStopping", "Checkpoint"])
+@pytest.mark.parametrize(
+    "make_callback",
+    [
+        lambda tmp_path: EarlyStopping(monitor="valid_loss"),
+        lambda tmp_path: Checkpoint(tmp_path / "model.joblib", monitor="valid_score"),
+    ],
+    ids=["EarlyStopping", "Checkpoint"],
+)
 def test_validation_monitor_without_validation_set_fails_before_training(
-        data, tmp_path, make_callback):
+    data, tmp_path, make_callback
+):
     X, _, y, _ = data
     events = []
     clf = mlp(callbacks=[make_callback(tmp_path), _recorder(events)])
@@ -398,8 +419,12 @@ def test_validation_monitor_without_validation_set_fails_before_training(
 # -- 7. the documented custom layer works ----------------------------------------------
 def test_documented_custom_layer_example_fits_and_predicts(data):
     X, X_test, y, _ = data
-    clf = ConvNetClassifier(layers=[Flatten(), Dense(16, activation="relu"), Scale()],
-                            max_iter=5, random_state=0, device="cpu")
+    clf = ConvNetClassifier(
+        layers=[Flatten(), Dense(16, activation="relu"), Scale()],
+        max_iter=5,
+        random_state=0,
+        device="cpu",
+    )
     clf.fit(X, y)
     assert clf.predict(X_test).shape == (X_test.shape[0],)
     assert isinstance(clf.layers_[2], Scale)
@@ -408,10 +433,12 @@ def test_documented_custom_layer_example_fits_and_predicts(data):
 
 
 def test_scale_above_is_the_docstring_example():
-    source = "".join(example.source for example in
-                     doctest.DocTestParser().get_examples(Layer.__doc__))
-    code = inspect.getsource(Scale).replace("    # The example of Layer's docstring, "
-                                            "as written there.\n", "")
+    source = "".join(
+        example.source for example in doctest.DocTestParser().get_examples(Layer.__doc__)
+    )
+    code = inspect.getsource(Scale).replace(
+        "    # The example of Layer's docstring, as written there.\n", ""
+    )
     assert code in source.replace("from sknet.layers import Layer\n", "")
 
 
@@ -428,11 +455,17 @@ def _local_initializer(rng, weight_shape, n_biases, fan_in, fan_out, activation=
     return W, b
 
 
-@pytest.mark.parametrize("layers", [
-    lambda: [Flatten(), Dense(16, activation="relu"), _scale_layer_from_docstring()()],
-    lambda: [Flatten(), Dense(16, activation="relu",
-                              init=lambda *args, **kw: _local_initializer(*args, **kw))],
-], ids=["docstring-Scale-as-doctest-runs-it", "lambda-initializer"])
+@pytest.mark.parametrize(
+    "layers",
+    [
+        lambda: [Flatten(), Dense(16, activation="relu"), _scale_layer_from_docstring()()],
+        lambda: [
+            Flatten(),
+            Dense(16, activation="relu", init=lambda *args, **kw: _local_initializer(*args, **kw)),
+        ],
+    ],
+    ids=["docstring-Scale-as-doctest-runs-it", "lambda-initializer"],
+)
 def test_layers_that_cannot_be_pickled_still_fit(data, layers):
     # Neither a class defined in a doctest/function nor a lambda can be pickled;
     # fitting (and predicting) must not need to.
@@ -451,8 +484,7 @@ def test_pipeline_transform_input_sends_X_val_through_the_scaler(data):
     with sklearn.config_context(enable_metadata_routing=True):
         clf = mlp(max_iter=5, learning_rate_init=0.01)
         pipe = Pipeline(
-            [("scale", StandardScaler()),
-             ("mlp", clf.set_fit_request(X_val=True, y_val=True))],
+            [("scale", StandardScaler()), ("mlp", clf.set_fit_request(X_val=True, y_val=True))],
             transform_input=["X_val"],
         )
         pipe.fit(X, y, X_val=X_val, y_val=y_val)
@@ -478,8 +510,13 @@ def test_scoring_balanced_accuracy_drives_early_stopping(data):
     keep = (y < 5) | (rng.rand(y.shape[0]) < 0.2)
     keep_val = (y_val < 5) | (rng.rand(y_val.shape[0]) < 0.2)
     X, y, X_val, y_val = X[keep], y[keep], X_val[keep_val], y_val[keep_val]
-    clf = mlp(early_stopping=True, scoring="balanced_accuracy", class_weight="balanced",
-              max_iter=8, n_iter_no_change=3)
+    clf = mlp(
+        early_stopping=True,
+        scoring="balanced_accuracy",
+        class_weight="balanced",
+        max_iter=8,
+        n_iter_no_change=3,
+    )
     clf.fit(X, y, X_val=X_val, y_val=y_val)
     scores = [row["valid_score"] for row in clf.history_]
     assert_allclose(scores, clf.validation_scores_)
@@ -543,8 +580,9 @@ def test_coefs_are_copies(data):
 def test_partial_fit_keeps_the_memory_pool_fit_releases_it(data, monkeypatch):
     X, _, y, _ = data
     calls = []
-    monkeypatch.setattr(type(get_backend("cpu")), "release_memory",
-                        lambda self: calls.append(self))
+    monkeypatch.setattr(
+        type(get_backend("cpu")), "release_memory", lambda self: calls.append(self)
+    )
     clf = mlp()
     for _ in range(3):
         clf.partial_fit(X, y, classes=np.unique(y))
@@ -561,15 +599,16 @@ def test_predict_after_unpickling_does_not_modify_the_estimator(data):
     assert all(layer.backend_ is backend for layer in clf.layers_)
     keys = sorted(vars(clf))
     network_state = dict(vars(clf.network_))
-    ids = [(id(layer.params), [id(v) for v in layer.params.values()])
-           for layer in clf.layers_]
+    ids = [(id(layer.params), [id(v) for v in layer.params.values()]) for layer in clf.layers_]
     clf.predict(X)
     clf.predict_proba(X)
     assert sorted(vars(clf)) == keys
     assert {k: id(v) for k, v in vars(clf.network_).items()} == {
-        k: id(v) for k, v in network_state.items()}
-    assert [(id(layer.params), [id(v) for v in layer.params.values()])
-            for layer in clf.layers_] == ids
+        k: id(v) for k, v in network_state.items()
+    }
+    assert [
+        (id(layer.params), [id(v) for v in layer.params.values()]) for layer in clf.layers_
+    ] == ids
 
 
 def test_classifier_partial_fit_positional_order_matches_scikit_learn(data):
@@ -596,8 +635,9 @@ def test_rnn_infers_token_sequence_length_without_input_shape():
     rng = np.random.RandomState(0)
     X = rng.randint(0, 20, size=(40, 12))
     y = rng.randint(0, 2, 40)
-    clf = RNNClassifier(layers=[Embedding(20, 8), LSTM(8)], device="cpu", max_iter=2,
-                        random_state=0)
+    clf = RNNClassifier(
+        layers=[Embedding(20, 8), LSTM(8)], device="cpu", max_iter=2, random_state=0
+    )
     clf.fit(X, y)
     assert clf.input_shape_ == (12,)
     assert clf.predict(X).shape == (40,)
@@ -623,13 +663,21 @@ def test_print_log_prints_a_header_and_one_row_per_epoch(data, capsys):
     assert len(lines) == 1 + clf.n_iter_
     for epoch, line in enumerate(lines[1:], start=1):
         assert line.split()[0] == str(epoch)
-        assert float(line.split()[1]) == pytest.approx(clf.history_[epoch - 1]["train_loss"],
-                                                       abs=1e-5)
+        assert float(line.split()[1]) == pytest.approx(
+            clf.history_[epoch - 1]["train_loss"], abs=1e-5
+        )
 
 
 def _diverging(**params):
-    return MLPClassifier(solver="sgd", learning_rate_init=1e5, momentum=0.99, max_iter=30,
-                         random_state=0, device="cpu", **params)
+    return MLPClassifier(
+        solver="sgd",
+        learning_rate_init=1e5,
+        momentum=0.99,
+        max_iter=30,
+        random_state=0,
+        device="cpu",
+        **params,
+    )
 
 
 def test_non_finite_loss_with_early_stopping_keeps_best_weights(data):
@@ -644,9 +692,14 @@ def test_non_finite_loss_with_early_stopping_keeps_best_weights(data):
 def test_non_finite_loss_without_early_stopping_is_scikit_learn_error(data):
     X, _, y, _ = data
     clf = _diverging()
-    with np.errstate(all="ignore"), pytest.raises(
-            ValueError, match=r"^Solver produced non-finite parameter weights\. The input "
-                              r"data may contain large values and need to be preprocessed\."):
+    with (
+        np.errstate(all="ignore"),
+        pytest.raises(
+            ValueError,
+            match=r"^Solver produced non-finite parameter weights\. The input "
+            r"data may contain large values and need to be preprocessed\.",
+        ),
+    ):
         clf.fit(X * 100, y)
     with pytest.raises(NotFittedError):
         check_is_fitted(clf)

@@ -12,8 +12,14 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def run_example(name, *args, cwd=None, timeout=300):
     env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent), "MPLBACKEND": "Agg"}
-    result = subprocess.run([sys.executable, str(EXAMPLES / name), *args], env=env,
-                            capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 

@@ -57,8 +57,9 @@ def assert_same(before, after):
 
 
 def n_trainable_params(clf):
-    return sum(int(v.size) for layer in clf.layers_ if layer.trainable
-               for v in layer.params.values())
+    return sum(
+        int(v.size) for layer in clf.layers_ if layer.trainable for v in layer.params.values()
+    )
 
 
 class InitialWeights(Callback):
@@ -95,7 +96,7 @@ def adam_moments(optimizer):
     for m, segment in zip(optimizer.ms, optimizer.layout):
         offset = 0
         for layer, key, size in segment:
-            pieces[(layer, key)] = host(m[offset:offset + size])
+            pieces[(layer, key)] = host(m[offset : offset + size])
             offset += size
     return pieces
 
@@ -129,15 +130,25 @@ def data(digits):
 
 
 def convnet(layers, **kwargs):
-    params = dict(layers=layers, alpha=0.1, random_state=0, max_iter=3,
-                  learning_rate_init=0.01, device="cpu", callbacks=[InitialWeights()])
+    params = dict(
+        layers=layers,
+        alpha=0.1,
+        random_state=0,
+        max_iter=3,
+        learning_rate_init=0.01,
+        device="cpu",
+        callbacks=[InitialWeights()],
+    )
     params.update(kwargs)
     return ConvNetClassifier(**params)
 
 
 def frozen_conv_layers():
-    return [Conv2D(4, 3, activation="relu", trainable=False), Flatten(),
-            Dense(16, activation="relu")]
+    return [
+        Conv2D(4, 3, activation="relu", trainable=False),
+        Flatten(),
+        Dense(16, activation="relu"),
+    ]
 
 
 # -- 1. frozen parameters never move ------------------------------------------------
@@ -200,8 +211,11 @@ def test_sgd_velocities_cover_trainable_params_only(data):
 
 def test_one_state_array_per_lr_scale(data):
     X, y = data
-    layers = [Conv2D(4, 3, activation="relu", trainable=False), Flatten(),
-              Dense(16, activation="relu", lr_scale=0.1)]
+    layers = [
+        Conv2D(4, 3, activation="relu", trainable=False),
+        Flatten(),
+        Dense(16, activation="relu", lr_scale=0.1),
+    ]
     clf = convnet(layers).fit(X, y)
     assert sorted(clf._optimizer.lr_scales) == [0.1, 1.0]
     assert len(clf._optimizer.ms) == 2
@@ -227,8 +241,7 @@ def count_calls(monkeypatch, cls, predicate=lambda layer: True):
 def test_frozen_lowest_layer_has_zero_grads_and_no_backward(monkeypatch, data):
     X, y = data
     calls = count_calls(monkeypatch, Conv2D)
-    clf = convnet(frozen_conv_layers(), callbacks=[FrozenGradsAreZero(0)],
-                  batch_size=60).fit(X, y)
+    clf = convnet(frozen_conv_layers(), callbacks=[FrozenGradsAreZero(0)], batch_size=60).fit(X, y)
     assert clf.callbacks_[0].checked_ == 3 * 4
     assert calls == []
 
@@ -237,10 +250,14 @@ def test_frozen_dense_above_a_trainable_layer_passes_the_gradient_down(monkeypat
     X, y = data
     frozen_calls = count_calls(monkeypatch, Dense, lambda layer: not layer.trainable)
     conv_calls = count_calls(monkeypatch, Conv2D)
-    layers = [Conv2D(4, 3, activation="relu"), Flatten(),
-              Dense(16, activation="relu", trainable=False)]
-    clf = convnet(layers, batch_size=60,
-                  callbacks=[InitialWeights(), FrozenGradsAreZero(2)]).fit(X, y)
+    layers = [
+        Conv2D(4, 3, activation="relu"),
+        Flatten(),
+        Dense(16, activation="relu", trainable=False),
+    ]
+    clf = convnet(layers, batch_size=60, callbacks=[InitialWeights(), FrozenGradsAreZero(2)]).fit(
+        X, y
+    )
     assert len(frozen_calls) == 3 * 4
     assert len(conv_calls) == 3 * 4
     assert clf.callbacks_[1].checked_ == 3 * 4
@@ -283,10 +300,21 @@ def test_lr_scale_scales_the_first_step_exactly(solver, data):
     X, y = data
 
     def step(lr_scale):
-        layers = [Conv2D(4, 3, activation="relu", lr_scale=lr_scale), Flatten(),
-                  Dense(16, activation="relu")]
-        clf = convnet(layers, solver=solver, dtype="float64", momentum=0.0, alpha=0.0,
-                      shuffle=False, batch_size=len(X), learning_rate_init=0.05)
+        layers = [
+            Conv2D(4, 3, activation="relu", lr_scale=lr_scale),
+            Flatten(),
+            Dense(16, activation="relu"),
+        ]
+        clf = convnet(
+            layers,
+            solver=solver,
+            dtype="float64",
+            momentum=0.0,
+            alpha=0.0,
+            shuffle=False,
+            batch_size=len(X),
+            learning_rate_init=0.05,
+        )
         clf.partial_fit(X, y, classes=np.unique(y))
         initial = clf.callbacks_[0].params_
         after = copy_params(clf.layers_)
@@ -372,8 +400,11 @@ def test_changed_lr_scale_takes_effect_on_a_warm_start(data):
     clf.fit(X, y)
     assert clf.layers_[2].lr_scale == 0.5
     assert sorted(clf._optimizer.lr_scales) == [0.5, 1.0]
-    scale_of = {i: s for s, segment in zip(clf._optimizer.lr_scales, clf._optimizer.layout)
-                for i, _, _ in segment}
+    scale_of = {
+        i: s
+        for s, segment in zip(clf._optimizer.lr_scales, clf._optimizer.layout)
+        for i, _, _ in segment
+    }
     assert scale_of == {0: 1.0, 2: 0.5, 3: 1.0}
 
 
@@ -382,8 +413,12 @@ def test_changed_lr_scale_takes_effect_on_a_warm_start(data):
 
 def test_grid_search_over_trainable_and_lr_scale(data):
     X, y = data
-    clf = ConvNetClassifier(layers=[Conv2D(4, 3, activation="relu"), Flatten()],
-                            max_iter=2, random_state=0, device="cpu")
+    clf = ConvNetClassifier(
+        layers=[Conv2D(4, 3, activation="relu"), Flatten()],
+        max_iter=2,
+        random_state=0,
+        device="cpu",
+    )
     grid = {"layers__0__trainable": [True, False], "layers__0__lr_scale": [0.1, 1.0]}
     search = GridSearchCV(clf, grid, cv=2).fit(X, y)
     assert len(search.cv_results_["params"]) == 4
@@ -394,8 +429,9 @@ def test_grid_search_over_trainable_and_lr_scale(data):
 
 
 def test_clone_keeps_trainable_and_lr_scale():
-    clf = ConvNetClassifier(layers=[Conv2D(4, 3, trainable=False, lr_scale=0.1), Flatten(),
-                                    Dense(8, lr_scale=3.0)])
+    clf = ConvNetClassifier(
+        layers=[Conv2D(4, 3, trainable=False, lr_scale=0.1), Flatten(), Dense(8, lr_scale=3.0)]
+    )
     params = clone(clf).get_params()
     assert params["layers__0__trainable"] is False
     assert params["layers__0__lr_scale"] == 0.1
@@ -416,9 +452,15 @@ def tokens():
 
 
 def rnn(layers, **kwargs):
-    return RNNClassifier(layers=layers, max_iter=3, learning_rate_init=0.01,
-                         random_state=0, device="cpu", callbacks=[InitialWeights()],
-                         **kwargs)
+    return RNNClassifier(
+        layers=layers,
+        max_iter=3,
+        learning_rate_init=0.01,
+        random_state=0,
+        device="cpu",
+        callbacks=[InitialWeights()],
+        **kwargs,
+    )
 
 
 def test_frozen_embedding_with_trainable_lstm(tokens):
@@ -453,8 +495,12 @@ def test_time_distributed_follows_its_inner_layer(trainable):
 
 def test_custom_frozen_layer_that_writes_grads_trains_the_rest(data):
     X, y = data
-    layers = [Conv2D(4, 3, activation="relu"), Flatten(), FrozenScale(trainable=False),
-              Dense(8, activation="relu")]
+    layers = [
+        Conv2D(4, 3, activation="relu"),
+        Flatten(),
+        FrozenScale(trainable=False),
+        Dense(8, activation="relu"),
+    ]
     clf = convnet(layers).fit(X, y)
     initial, after = clf.callbacks_[0].params_, copy_params(clf.layers_)
     assert_array_equal(after[2]["s"], [1.5])
@@ -476,15 +522,18 @@ def test_custom_trainable_layer_does_train(data):
 # -- 10. bad values -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(trainable="no"), "trainable"),
-    (dict(trainable=1), "trainable"),
-    (dict(trainable=None), "trainable"),
-    (dict(lr_scale=0), "lr_scale"),
-    (dict(lr_scale=-1.0), "lr_scale"),
-    (dict(lr_scale="1"), "lr_scale"),
-    (dict(lr_scale=float("nan")), "lr_scale"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(trainable="no"), "trainable"),
+        (dict(trainable=1), "trainable"),
+        (dict(trainable=None), "trainable"),
+        (dict(lr_scale=0), "lr_scale"),
+        (dict(lr_scale=-1.0), "lr_scale"),
+        (dict(lr_scale="1"), "lr_scale"),
+        (dict(lr_scale=float("nan")), "lr_scale"),
+    ],
+)
 def test_bad_trainable_or_lr_scale_raises_at_fit(kwargs, name, data):
     X, y = data
     clf = convnet([Conv2D(2, 3), Flatten(), Dense(4, **kwargs)], max_iter=1)
@@ -495,9 +544,19 @@ def test_bad_trainable_or_lr_scale_raises_at_fit(kwargs, name, data):
 # -- 11. every stock layer with parameters takes them --------------------------------------
 
 
-@pytest.mark.parametrize("layer", [
-    Dense(4), Conv2D(4, 3), BatchNorm(), SimpleRNN(4), LSTM(4), GRU(4), Embedding(10, 4),
-], ids=lambda layer: type(layer).__name__)
+@pytest.mark.parametrize(
+    "layer",
+    [
+        Dense(4),
+        Conv2D(4, 3),
+        BatchNorm(),
+        SimpleRNN(4),
+        LSTM(4),
+        GRU(4),
+        Embedding(10, 4),
+    ],
+    ids=lambda layer: type(layer).__name__,
+)
 def test_stock_layers_take_trainable_and_lr_scale(layer):
     params = layer.get_params()
     assert params["trainable"] is True and params["lr_scale"] == 1.0

@@ -21,11 +21,21 @@ from sknet.losses import (
 from sknet.utils import check_loss_gradients
 
 SKLEARN_NAMES = ["binary_log_loss", "log_loss", "poisson", "squared_error"]
-STOCK = [("log_loss", None), ("log_loss", "binary"), ("focal", None), ("focal", "binary"),
-         ("focal", "multilabel-indicator"), (FocalLoss(gamma=0.5), None),
-         ("squared_error", None), ("absolute_error", None), ("huber", None),
-         (Huber(delta=0.3), None), ("quantile", None), (Quantile(quantile=0.9), None),
-         ("poisson", None)]
+STOCK = [
+    ("log_loss", None),
+    ("log_loss", "binary"),
+    ("focal", None),
+    ("focal", "binary"),
+    ("focal", "multilabel-indicator"),
+    (FocalLoss(gamma=0.5), None),
+    ("squared_error", None),
+    ("absolute_error", None),
+    ("huber", None),
+    (Huber(delta=0.3), None),
+    ("quantile", None),
+    (Quantile(quantile=0.9), None),
+    ("poisson", None),
+]
 
 
 def problem(name, n=7, k=3, seed=0):
@@ -66,11 +76,15 @@ def test_gradient_matches_finite_differences(name, weighted, backend):
     loss_fn = make_loss(name)
 
     def value(z):
-        return float(loss_fn(backend.asarray(z), backend.asarray(Y),
-                             None if w is None else backend.asarray(w))[0])
+        return float(
+            loss_fn(
+                backend.asarray(z), backend.asarray(Y), None if w is None else backend.asarray(w)
+            )[0]
+        )
 
-    _, dZ = loss_fn(backend.asarray(Z), backend.asarray(Y),
-                    None if w is None else backend.asarray(w))
+    _, dZ = loss_fn(
+        backend.asarray(Z), backend.asarray(Y), None if w is None else backend.asarray(w)
+    )
     dZ = backend.to_numpy(dZ).copy()
     numeric = np.zeros_like(Z)
     h = 1e-6
@@ -127,12 +141,15 @@ def test_input_logits_are_not_modified(backend):
     assert_allclose(backend.to_numpy(Zb), Z)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("softmax", lambda z: np.exp(z) / np.exp(z).sum(1, keepdims=True)),
-    ("logistic", lambda z: 1 / (1 + np.exp(-z))),
-    ("identity", lambda z: z),
-    ("exp", np.exp),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("softmax", lambda z: np.exp(z) / np.exp(z).sum(1, keepdims=True)),
+        ("logistic", lambda z: 1 / (1 + np.exp(-z))),
+        ("identity", lambda z: z),
+        ("exp", np.exp),
+    ],
+)
 def test_output_activations(name, expected):
     Z = np.random.RandomState(0).standard_normal((5, 3))
     assert_allclose(output_activation(name, Z.copy()), expected(Z), rtol=1e-12)
@@ -197,11 +214,14 @@ def test_quantile_and_absolute_error():
     assert_allclose([high[0], low[0]], [0.9, 0.1])  # under-predicting costs 9x more
 
 
-@pytest.mark.parametrize("loss, message", [
-    (FocalLoss(gamma=-1), "gamma >= 0"),
-    (Huber(delta=0), "delta > 0"),
-    (Quantile(quantile=1.5), "0 < quantile < 1"),
-])
+@pytest.mark.parametrize(
+    "loss, message",
+    [
+        (FocalLoss(gamma=-1), "gamma >= 0"),
+        (Huber(delta=0), "delta > 0"),
+        (Quantile(quantile=1.5), "0 < quantile < 1"),
+    ],
+)
 def test_bad_loss_parameters_are_clear_errors(loss, message):
     from sknet import MLPClassifier, MLPRegressor
 
@@ -227,7 +247,6 @@ def test_losses_are_parameters_that_clone_and_grid_search():
         grid = GridSearchCV(clf, {"loss__gamma": [0.0, 2.0]}, cv=2).fit(X, y)
     assert [p["loss__gamma"] for p in grid.cv_results_["params"]] == [0.0, 2.0]
     assert clf.loss.gamma == 1.0  # the searched estimator is untouched
-
 
 
 # -- losses in the estimators ----------------------------------------------------------
@@ -261,8 +280,14 @@ def test_a_user_loss_trains_predicts_and_pickles(regression, tmp_path):
     from sknet import MLPRegressor
 
     X, y = regression
-    reg = MLPRegressor(LogCosh(), hidden_layer_sizes=(32,), learning_rate_init=0.01,
-                       max_iter=200, random_state=0, device="cpu").fit(X, y)
+    reg = MLPRegressor(
+        LogCosh(),
+        hidden_layer_sizes=(32,),
+        learning_rate_init=0.01,
+        max_iter=200,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
     assert reg.out_activation_ == "identity" and reg.score(X, y) > 0.95
     assert check_loss_gradients(LogCosh(scale=2.0)) < 1e-6
     restored = pickle.loads(pickle.dumps(reg))
@@ -276,8 +301,9 @@ def test_a_user_loss_round_trips_through_skops(regression):
     from sknet import MLPRegressor
 
     X, y = regression
-    reg = MLPRegressor(LogCosh(), hidden_layer_sizes=(8,), max_iter=5, random_state=0,
-                       device="cpu")
+    reg = MLPRegressor(
+        LogCosh(), hidden_layer_sizes=(8,), max_iter=5, random_state=0, device="cpu"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         reg.fit(X, y)
@@ -298,8 +324,14 @@ def test_focal_loss_in_the_classifiers(loss, digits):
         clf = MLPClassifier(loss=loss, max_iter=30, random_state=0, device="cpu").fit(X, y)
         binary = MLPClassifier(loss=loss, max_iter=30, random_state=0, device="cpu")
         binary.fit(X, y == 3)
-        conv = ConvNetClassifier(loss=loss, conv_filters=(4,), dense_units=(16,), max_iter=3,
-                                 random_state=0, device="cpu").fit(X, y)
+        conv = ConvNetClassifier(
+            loss=loss,
+            conv_filters=(4,),
+            dense_units=(16,),
+            max_iter=3,
+            random_state=0,
+            device="cpu",
+        ).fit(X, y)
     assert clf.out_activation_ == "softmax" and clf.score(X, y) > 0.95
     assert_allclose(clf.predict_proba(X).sum(axis=1), 1, rtol=1e-5)
     assert binary.out_activation_ == "logistic" and binary.score(X, y == 3) > 0.95
@@ -314,8 +346,14 @@ def test_regression_losses_in_the_regressors(loss, regression):
     y = np.abs(y) if loss == "poisson" else y
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        reg = MLPRegressor(loss, hidden_layer_sizes=(32,), learning_rate_init=0.01,
-                           max_iter=100, random_state=0, device="cpu").fit(X, y)
+        reg = MLPRegressor(
+            loss,
+            hidden_layer_sizes=(32,),
+            learning_rate_init=0.01,
+            max_iter=100,
+            random_state=0,
+            device="cpu",
+        ).fit(X, y)
         assert reg.score(X, y) > 0.8
         rnn = RNNRegressor(loss, units=(4,), max_iter=2, random_state=0, device="cpu")
         rnn.fit(X[:, :, None], y)
@@ -332,14 +370,20 @@ def test_huber_resists_outliers_that_mislead_the_squared_error(regression):
     noisy = y.copy()
     outliers = rng.rand(len(y)) < 0.05
     noisy[outliers] += rng.choice([-1, 1], outliers.sum()) * 15
-    kw = dict(hidden_layer_sizes=(32,), learning_rate_init=0.01, max_iter=150,
-              random_state=0, device="cpu")
+    kw = dict(
+        hidden_layer_sizes=(32,),
+        learning_rate_init=0.01,
+        max_iter=150,
+        random_state=0,
+        device="cpu",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         squared = MLPRegressor("squared_error", **kw).fit(X, noisy)
         huber = MLPRegressor(Huber(delta=1.0), **kw).fit(X, noisy)
     assert mean_absolute_error(y, huber.predict(X)) < 0.5 * mean_absolute_error(
-        y, squared.predict(X))
+        y, squared.predict(X)
+    )
 
 
 def test_quantile_loss_predicts_the_quantile():
@@ -349,8 +393,14 @@ def test_quantile_loss_predicts_the_quantile():
 
     X, y = make_regression(n_samples=2000, n_features=5, noise=20.0, random_state=0)
     y = y / y.std()
-    reg = MLPRegressor(Quantile(0.9), hidden_layer_sizes=(32,), learning_rate_init=0.01,
-                       max_iter=200, random_state=0, device="cpu")
+    reg = MLPRegressor(
+        Quantile(0.9),
+        hidden_layer_sizes=(32,),
+        learning_rate_init=0.01,
+        max_iter=200,
+        random_state=0,
+        device="cpu",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         reg.fit(X, y)
@@ -363,8 +413,9 @@ def test_a_warm_fit_takes_new_loss_parameters_but_not_a_new_output(digits):
     X, y = digits
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = MLPClassifier(loss=FocalLoss(gamma=2.0), max_iter=2, warm_start=True,
-                            random_state=0, device="cpu").fit(X, y)
+        clf = MLPClassifier(
+            loss=FocalLoss(gamma=2.0), max_iter=2, warm_start=True, random_state=0, device="cpu"
+        ).fit(X, y)
         clf.set_params(loss__gamma=0.5).fit(X, y)
         assert clf._loss.gamma == 0.5
         clf.set_params(loss="log_loss").fit(X, y)  # the same softmax output: fine

@@ -107,8 +107,9 @@ def test_float32_accuracy_matches_sklearn_on_digits(digits_split):
 
 def test_multiclass_with_string_labels(digits_split):
     X_train, X_test, y_train, y_test = digits_split
-    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven",
-                      "eight", "nine"])
+    names = np.array(
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+    )
     clf = MLPClassifier(random_state=0, max_iter=30, device="cpu")
     clf.fit(X_train, names[y_train])
     assert_array_equal(clf.classes_, np.sort(names))
@@ -160,8 +161,13 @@ def test_multilabel_partial_fit():
 def test_multioutput_regression(regression):
     X, y = regression
     Y = np.column_stack([y, -2 * y, y**2])
-    reg = MLPRegressor(hidden_layer_sizes=(50,), learning_rate_init=0.01, max_iter=300,
-                       random_state=0, device="cpu").fit(X, Y)
+    reg = MLPRegressor(
+        hidden_layer_sizes=(50,),
+        learning_rate_init=0.01,
+        max_iter=300,
+        random_state=0,
+        device="cpu",
+    ).fit(X, Y)
     assert reg.n_outputs_ == 3 and reg.predict(X).shape == (200, 3)
     assert reg.score(X, Y) > 0.8
 
@@ -180,8 +186,9 @@ def test_poisson_regression_predicts_positive_means():
     rng = np.random.RandomState(0)
     X = rng.rand(400, 3)
     y = rng.poisson(np.exp(X @ [1.0, -1.0, 2.0]))
-    reg = MLPRegressor(loss="poisson", learning_rate_init=0.01, max_iter=200, random_state=0,
-                       device="cpu").fit(X, y)
+    reg = MLPRegressor(
+        loss="poisson", learning_rate_init=0.01, max_iter=200, random_state=0, device="cpu"
+    ).fit(X, y)
     assert reg.out_activation_ == "exp"
     assert (reg.predict(X) > 0).all()
     assert np.corrcoef(reg.predict(X), np.exp(X @ [1.0, -1.0, 2.0]))[0, 1] > 0.9
@@ -197,8 +204,9 @@ def test_sparse_input_equals_dense(fmt, digits):
     dense = MLPClassifier(**kw).fit(X, y)
     sparse = MLPClassifier(**kw).fit(sp.csr_matrix(X).asformat(fmt), y)
     assert max_coef_diff(dense, sparse) < 1e-5
-    assert_allclose(sparse.predict_proba(sp.csr_matrix(X).asformat(fmt)),
-                    dense.predict_proba(X), atol=1e-5)
+    assert_allclose(
+        sparse.predict_proba(sp.csr_matrix(X).asformat(fmt)), dense.predict_proba(X), atol=1e-5
+    )
 
 
 def test_pandas_dataframe_keeps_feature_names(digits):
@@ -261,8 +269,14 @@ def test_random_state_reproducibility(digits):
 
 def test_early_stopping_restores_the_best_weights(digits):
     X, y = digits
-    clf = MLPClassifier(random_state=0, max_iter=200, early_stopping=True,
-                        n_iter_no_change=3, learning_rate_init=0.02, device="cpu").fit(X, y)
+    clf = MLPClassifier(
+        random_state=0,
+        max_iter=200,
+        early_stopping=True,
+        n_iter_no_change=3,
+        learning_rate_init=0.02,
+        device="cpu",
+    ).fit(X, y)
     scores = clf.validation_scores_
     assert clf.n_iter_ < 200 and len(scores) == clf.n_iter_
     assert clf.best_validation_score_ == max(scores)
@@ -312,8 +326,9 @@ def test_no_warning_when_converged(digits):
 
 def test_verbose_prints_sklearn_lines(digits, capsys):
     X, y = digits
-    MLPClassifier(max_iter=2, verbose=True, random_state=0, early_stopping=True,
-                  device="cpu").fit(X, y)
+    MLPClassifier(max_iter=2, verbose=True, random_state=0, early_stopping=True, device="cpu").fit(
+        X, y
+    )
     out = capsys.readouterr().out
     assert re.search(r"^Iteration 1, loss = \d+\.\d{8}$", out, re.M)
     assert re.search(r"^Iteration 2, loss = ", out, re.M)
@@ -322,8 +337,7 @@ def test_verbose_prints_sklearn_lines(digits, capsys):
 
 def test_verbose_lbfgs_prints_iterations(digits, capsys):
     X, y = digits
-    MLPClassifier(solver="lbfgs", max_iter=3, verbose=True, random_state=0,
-                  device="cpu").fit(X, y)
+    MLPClassifier(solver="lbfgs", max_iter=3, verbose=True, random_state=0, device="cpu").fit(X, y)
     out = capsys.readouterr().out
     assert re.search(r"^Iteration 3, loss = \d+\.\d{8}$", out, re.M)
 
@@ -358,10 +372,19 @@ def test_keyboard_interrupt_leaves_a_usable_model(digits, monkeypatch):
 
 def test_divergence_is_a_clear_error_and_leaves_no_broken_model(digits):
     X, y = digits
-    clf = MLPClassifier(solver="sgd", learning_rate_init=1e6, momentum=0.99, max_iter=20,
-                        random_state=0, device="cpu")
-    with pytest.raises(ValueError, match="^Solver produced non-finite parameter weights.*"
-                       "loss became nan.*lower learning_rate_init"):
+    clf = MLPClassifier(
+        solver="sgd",
+        learning_rate_init=1e6,
+        momentum=0.99,
+        max_iter=20,
+        random_state=0,
+        device="cpu",
+    )
+    with pytest.raises(
+        ValueError,
+        match="^Solver produced non-finite parameter weights.*"
+        "loss became nan.*lower learning_rate_init",
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             clf.fit(X * 100, y)
@@ -551,10 +574,18 @@ def test_layer_objects_are_not_shared_between_fits(digits):
 
 def test_pipeline_and_grid_search(digits):
     X, y = digits
-    pipe = make_pipeline(StandardScaler(), MLPClassifier(max_iter=20, random_state=0,
-                                                         device="cpu"))
-    grid = GridSearchCV(pipe, {"mlpclassifier__hidden_layer_sizes": [(16,), (32,)],
-                               "mlpclassifier__alpha": [1e-4, 1e-2]}, cv=2, n_jobs=2)
+    pipe = make_pipeline(
+        StandardScaler(), MLPClassifier(max_iter=20, random_state=0, device="cpu")
+    )
+    grid = GridSearchCV(
+        pipe,
+        {
+            "mlpclassifier__hidden_layer_sizes": [(16,), (32,)],
+            "mlpclassifier__alpha": [1e-4, 1e-2],
+        },
+        cv=2,
+        n_jobs=2,
+    )
     grid.fit(X, y)
     assert grid.best_score_ > 0.7
     assert len(grid.cv_results_["params"]) == 4
@@ -638,7 +669,8 @@ def test_mnist_accuracy_matches_sklearn():
 
     X, y = load_mnist(MNIST_DIR, subset="test")
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=0.2, stratify=y, random_state=0)
+        X, y, test_size=0.2, stratify=y, random_state=0
+    )
     kw = dict(hidden_layer_sizes=(128,), batch_size=128, max_iter=15, random_state=0)
     ours = MLPClassifier(device="cpu", **kw).fit(X_train, y_train)
     theirs = sk.MLPClassifier(**kw).fit(X_train, y_train)

@@ -68,8 +68,14 @@ class SeenTypeBatchNorm(BatchNorm):
 
 
 def build(layers, input_shape, backend, *, dtype=np.float32, seed=0, **kwargs):
-    return Network.build(layers, input_shape, backend=backend, dtype=dtype,
-                         rng=np.random.RandomState(seed), **kwargs)
+    return Network.build(
+        layers,
+        input_shape,
+        backend=backend,
+        dtype=dtype,
+        rng=np.random.RandomState(seed),
+        **kwargs,
+    )
 
 
 def rows(n, d, seed=0, dtype=np.float32):
@@ -117,8 +123,7 @@ def test_forward_reshapes_flat_rows_to_the_input_shape(backend):
     network = build([Conv2D(2, 3, activation="relu"), Flatten(), Dense(3)], (1, 4, 4), backend)
     X = rows(5, 16)
     flat = host(backend, network.forward(backend.asarray(X), training=False))
-    shaped = host(backend, network.forward(backend.asarray(X.reshape(5, 1, 4, 4)),
-                                           training=False))
+    shaped = host(backend, network.forward(backend.asarray(X.reshape(5, 1, 4, 4)), training=False))
     assert flat.shape == (5, 3)
     assert_allclose(flat, shaped, rtol=1e-6)
 
@@ -140,8 +145,10 @@ def test_forward_densifies_sparse_input_for_a_layer_without_sparse_support():
 def test_input_mask_of_token_ids_and_of_sequences(backend):
     ids = backend.asarray(np.array([[3, 1, 0, 0], [2, 0, 5, 0]], dtype=np.float32))
     network = build([Embedding(6, 2), GlobalAvgPool1D()], (4,), backend, padding_value=0)
-    assert_array_equal(host(backend, network.input_mask(ids)),
-                       [[True, True, False, False], [True, False, True, False]])
+    assert_array_equal(
+        host(backend, network.input_mask(ids)),
+        [[True, True, False, False], [True, False, True, False]],
+    )
 
     X = np.ones((2, 3, 2), dtype=np.float32)
     X[0, 2] = -1  # one padded step
@@ -160,8 +167,9 @@ def test_forward_passes_the_padding_mask_to_layers_that_support_it(backend):
     assert_allclose(out, [X[0, 0], X[1].mean(axis=0)], rtol=1e-6)
     # without padding_value every step counts
     plain = build([GlobalAvgPool1D()], (3, 2), backend)
-    assert_allclose(host(backend, plain.forward(backend.asarray(X), training=False)),
-                    X.mean(axis=1), rtol=1e-6)
+    assert_allclose(
+        host(backend, plain.forward(backend.asarray(X), training=False)), X.mean(axis=1), rtol=1e-6
+    )
 
 
 # -- predict ---------------------------------------------------------------------------
@@ -192,11 +200,14 @@ def test_predict_gives_numpy_of_the_network_dtype(backend):
     assert_allclose(P, expected, rtol=1e-6)
 
 
-@pytest.mark.parametrize("layers, input_shape", [
-    ([Flatten()], (16,)),
-    ([Flatten()], (4, 4)),
-    ([Dropout(0.5)], (16,)),
-])
+@pytest.mark.parametrize(
+    "layers, input_shape",
+    [
+        ([Flatten()], (16,)),
+        ([Flatten()], (4, 4)),
+        ([Dropout(0.5)], (16,)),
+    ],
+)
 def test_identity_network_predicts_a_copy_not_the_input(layers, input_shape, backend):
     network = build(layers, input_shape, backend)
     X = rows(6, 16)

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.filterwarnings(
 
 
 def run(onnx_model, X):
-    session = rt.InferenceSession(onnx_model.SerializeToString(),
-                                  providers=["CPUExecutionProvider"])
+    session = rt.InferenceSession(
+        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return session.run(None, {"X": X.astype(np.float32)})
 
 
@@ -28,8 +29,14 @@ def run(onnx_model, X):
 def test_classifier_matches_onnxruntime(activation, binary, digits):
     X, y = digits
     target = np.where(y > 4, "big", "small") if binary else y
-    clf = MLPClassifier(hidden_layer_sizes=(32, 16), activation=activation, dropout=0.1,
-                        max_iter=10, random_state=0, device="cpu").fit(X, target)
+    clf = MLPClassifier(
+        hidden_layer_sizes=(32, 16),
+        activation=activation,
+        dropout=0.1,
+        max_iter=10,
+        random_state=0,
+        device="cpu",
+    ).fit(X, target)
     labels, proba = run(to_onnx(clf), X)
     assert_array_equal(labels, clf.predict(X))
     assert_allclose(proba, clf.predict_proba(X), atol=1e-5)
@@ -60,16 +67,20 @@ def test_skl2onnx_takes_registered_models_in_a_pipeline(digits):
     X, y = digits
     register_onnx_converters()
     pipe = make_pipeline(StandardScaler(), MLPClassifier(max_iter=5, device="cpu")).fit(X, y)
-    model = skl2onnx_to_onnx(pipe, X[:1].astype(np.float32),
-                             options={id(pipe[-1]): {"zipmap": False}})
+    model = skl2onnx_to_onnx(
+        pipe, X[:1].astype(np.float32), options={id(pipe[-1]): {"zipmap": False}}
+    )
     labels, _ = run(model, X)
     assert_array_equal(labels, pipe.predict(X))
 
 
-@pytest.mark.parametrize("model, message", [
-    (MLPClassifier(activation="gelu", max_iter=2), "supports activation in"),
-    (MLPRegressor(loss="poisson", max_iter=2), "output activations"),
-])
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (MLPClassifier(activation="gelu", max_iter=2), "supports activation in"),
+        (MLPRegressor(loss="poisson", max_iter=2), "output activations"),
+    ],
+)
 def test_unsupported_models_are_clear_errors(model, message, digits):
     X, y = digits
     model.set_params(device="cpu").fit(X, y if isinstance(model, MLPClassifier) else y / 9.0)

@@ -65,8 +65,13 @@ def test_adam_by_hand(backend):
 def test_invscaling_schedule():
     from sknet.backend import get_backend
 
-    opt = SGD([np.zeros(1)], get_backend("cpu"), learning_rate_init=0.5,
-              lr_schedule="invscaling", power_t=0.5)
+    opt = SGD(
+        [np.zeros(1)],
+        get_backend("cpu"),
+        learning_rate_init=0.5,
+        lr_schedule="invscaling",
+        power_t=0.5,
+    )
     opt.iteration_ends(99)
     assert_allclose(opt.learning_rate, 0.05)
 
@@ -74,8 +79,7 @@ def test_invscaling_schedule():
 def test_adaptive_schedule_divides_by_five_then_stops(capsys):
     from sknet.backend import get_backend
 
-    opt = SGD([np.zeros(1)], get_backend("cpu"), learning_rate_init=1e-5,
-              lr_schedule="adaptive")
+    opt = SGD([np.zeros(1)], get_backend("cpu"), learning_rate_init=1e-5, lr_schedule="adaptive")
     assert opt.trigger_stopping("stalled.", verbose=True) is False
     assert_allclose(opt.learning_rate, 2e-6)
     assert opt.trigger_stopping("stalled.", verbose=True) is False
@@ -126,6 +130,7 @@ def test_lbfgs_warns_when_it_runs_out_of_iterations():
         return f, g
 
     with pytest.warns(ConvergenceWarning, match="(?s)lbfgs failed to converge.*max_iter=2"):
-        _, _, n_iter = minimize_lbfgs(fun, np.array([-1.5, 2.0]), max_iter=2,
-                                      max_fun=1000, tol=1e-12)
+        _, _, n_iter = minimize_lbfgs(
+            fun, np.array([-1.5, 2.0]), max_iter=2, max_fun=1000, tol=1e-12
+        )
     assert n_iter == 2

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 @pytest.fixture(scope="module")
 def fitted(digits):
     X, y = digits
-    return MLPClassifier(hidden_layer_sizes=(32, 16), dropout=0.1, max_iter=5,
-                         random_state=0, device="cpu").fit(X, y)
+    return MLPClassifier(
+        hidden_layer_sizes=(32, 16), dropout=0.1, max_iter=5, random_state=0, device="cpu"
+    ).fit(X, y)
 
 
 class RecordingUnpickler(pickle.Unpickler):

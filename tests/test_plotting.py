@@ -14,8 +14,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 def test_importing_the_module_does_not_import_matplotlib():
     code = "import sys, sknet.plotting; print('matplotlib' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
@@ -24,8 +23,7 @@ def test_learning_curves_with_and_without_validation(digits, tmp_path):
     matplotlib.use("Agg")
     X, y = digits
     X_train, X_val, y_train, y_val = train_test_split(X, y, random_state=0)
-    clf = MLPClassifier(max_iter=4, device="cpu").fit(X_train, y_train,
-                                                      X_val=X_val, y_val=y_val)
+    clf = MLPClassifier(max_iter=4, device="cpu").fit(X_train, y_train, X_val=X_val, y_val=y_val)
     ax = plot_learning_curves(clf)
     assert [line.get_label() for line in ax.get_lines()] == ["train loss", "validation loss"]
     assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 3, 4]

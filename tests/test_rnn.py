@@ -26,8 +26,9 @@ def order_task(n=800, T=30, seed=0):
     """
     rng = np.random.RandomState(seed)
     X = rng.normal(scale=0.3, size=(n, T, 1))
-    first, second = np.sort(np.array([rng.choice(T, 2, replace=False) for _ in range(n)]),
-                            axis=1).T
+    first, second = np.sort(
+        np.array([rng.choice(T, 2, replace=False) for _ in range(n)]), axis=1
+    ).T
     y = rng.randint(0, 2, n)
     X[np.arange(n), first, 0] = np.where(y == 1, 1.0, -1.0) * 3
     X[np.arange(n), second, 0] = np.where(y == 1, -1.0, 1.0) * 3
@@ -42,11 +43,21 @@ def memory_task():
 
 def test_a_task_that_needs_memory(memory_task):
     X_train, X_test, y_train, y_test = memory_task
-    rnn = RNNClassifier(cell="lstm", units=(16,), learning_rate_init=0.01, max_iter=60,
-                        random_state=0, device="cpu").fit(X_train, y_train)
-    mlp = MLPClassifier(hidden_layer_sizes=(64,), learning_rate_init=0.01, max_iter=200,
-                        random_state=0, device="cpu").fit(X_train.reshape(len(X_train), -1),
-                                                          y_train)
+    rnn = RNNClassifier(
+        cell="lstm",
+        units=(16,),
+        learning_rate_init=0.01,
+        max_iter=60,
+        random_state=0,
+        device="cpu",
+    ).fit(X_train, y_train)
+    mlp = MLPClassifier(
+        hidden_layer_sizes=(64,),
+        learning_rate_init=0.01,
+        max_iter=200,
+        random_state=0,
+        device="cpu",
+    ).fit(X_train.reshape(len(X_train), -1), y_train)
     rnn_score = rnn.score(X_test, y_test)
     mlp_score = mlp.score(X_test.reshape(len(X_test), -1), y_test)
     assert rnn_score > 0.9
@@ -57,8 +68,9 @@ def test_a_task_that_needs_memory(memory_task):
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_every_cell_learns(cell, bidirectional, memory_task):
     X_train, X_test, y_train, y_test = memory_task
-    clf = RNNClassifier(cell=cell, bidirectional=bidirectional, max_iter=25,
-                        **{**FAST, "units": (8,)}).fit(X_train, y_train)
+    clf = RNNClassifier(
+        cell=cell, bidirectional=bidirectional, max_iter=25, **{**FAST, "units": (8,)}
+    ).fit(X_train, y_train)
     assert clf.score(X_test, y_test) > 0.6
     kinds = [type(layer).__name__ for layer in clf.layers_]
     assert kinds[0] == {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}[cell]
@@ -67,10 +79,22 @@ def test_every_cell_learns(cell, bidirectional, memory_task):
 
 def test_stacked_layers_dense_and_dropout():
     X, y = order_task(n=200)
-    clf = RNNClassifier(units=(8, 6), dense_units=(5,), dropout=0.1, max_iter=2,
-                        **{k: v for k, v in FAST.items() if k != "units"}).fit(X, y)
+    clf = RNNClassifier(
+        units=(8, 6),
+        dense_units=(5,),
+        dropout=0.1,
+        max_iter=2,
+        **{k: v for k, v in FAST.items() if k != "units"},
+    ).fit(X, y)
     assert [type(layer).__name__ for layer in clf.layers_] == [
-        "LSTM", "Dropout", "LSTM", "Dropout", "Dense", "Dropout", "Dense"]
+        "LSTM",
+        "Dropout",
+        "LSTM",
+        "Dropout",
+        "Dense",
+        "Dropout",
+        "Dense",
+    ]
     assert clf.layers_[0].return_sequences and not clf.layers_[2].return_sequences
 
 
@@ -112,15 +136,15 @@ def test_padding_value_masks_padded_steps():
     front = np.concatenate([np.full((120, 4, 2), -9.0), X], axis=1)  # pre-padding
     reference = RNNClassifier(max_iter=5, padding_value=-9.0, input_shape=(10, 2), **FAST)
     reference.fit(padded, y)
-    assert_allclose(reference.predict_proba(padded), reference.predict_proba(front),
-                    rtol=1e-5, atol=1e-6)
+    assert_allclose(
+        reference.predict_proba(padded), reference.predict_proba(front), rtol=1e-5, atol=1e-6
+    )
     # with the weights of the model fitted on unpadded sequences, the padded ones
     # give the same predictions: padding steps change nothing
     for mine, theirs in zip(reference.layers_, clf.layers_):
         for key in mine.params:
             mine.params[key][...] = theirs.params[key]
-    assert_allclose(reference.predict_proba(padded), clf.predict_proba(X), rtol=1e-5,
-                    atol=1e-6)
+    assert_allclose(reference.predict_proba(padded), clf.predict_proba(X), rtol=1e-5, atol=1e-6)
     assert not np.allclose(clf.predict_proba(X)[:, 1], 0.5, atol=1e-3)  # not a constant
 
 
@@ -132,10 +156,15 @@ def test_token_ids_with_embedding_and_padding():
     for i, length in enumerate(lengths):
         tokens[i, length:] = 0  # post-padding with id 0
     y = (tokens == 7).any(axis=1).astype(int)  # does token 7 occur?
-    clf = RNNClassifier(layers=[Embedding(vocab, 8), GRU(16, return_sequences=True),
-                                GlobalAvgPool1D()],
-                        input_shape=(T,), padding_value=0, max_iter=40, learning_rate_init=0.01,
-                        random_state=0, device="cpu").fit(tokens, y)
+    clf = RNNClassifier(
+        layers=[Embedding(vocab, 8), GRU(16, return_sequences=True), GlobalAvgPool1D()],
+        input_shape=(T,),
+        padding_value=0,
+        max_iter=40,
+        learning_rate_init=0.01,
+        random_state=0,
+        device="cpu",
+    ).fit(tokens, y)
     assert clf.input_shape_ == (T,)
     assert clf.score(tokens, y) > 0.85
     with pytest.raises(ValueError, match="whole token ids"):
@@ -144,19 +173,24 @@ def test_token_ids_with_embedding_and_padding():
 
 def test_time_distributed_then_recurrent():
     X, y = order_task(n=200, T=8)
-    clf = RNNClassifier(layers=[TimeDistributed(Dense(4, activation="tanh")), LSTM(8)],
-                        max_iter=3, **{k: v for k, v in FAST.items() if k != "units"})
+    clf = RNNClassifier(
+        layers=[TimeDistributed(Dense(4, activation="tanh")), LSTM(8)],
+        max_iter=3,
+        **{k: v for k, v in FAST.items() if k != "units"},
+    )
     clf.fit(X, y)
     assert clf.layers_[0].output_shape_ == (8, 4)
 
 
 def test_grid_search_over_simple_parameters_and_layer_entries():
     X, y = order_task(n=200, T=8)
-    grid = GridSearchCV(RNNClassifier(max_iter=3, **FAST),
-                        {"cell": ["lstm", "gru"], "units": [(4,), (8,)]}, cv=2).fit(X, y)
+    grid = GridSearchCV(
+        RNNClassifier(max_iter=3, **FAST), {"cell": ["lstm", "gru"], "units": [(4,), (8,)]}, cv=2
+    ).fit(X, y)
     assert len(grid.cv_results_["params"]) == 4
-    listed = RNNClassifier(layers=[LSTM(4, return_sequences=True), GlobalAvgPool1D()],
-                           max_iter=2, device="cpu")
+    listed = RNNClassifier(
+        layers=[LSTM(4, return_sequences=True), GlobalAvgPool1D()], max_iter=2, device="cpu"
+    )
     grid = GridSearchCV(listed, {"layers__0__units": [2, 4]}, cv=2).fit(X, y)
     assert grid.best_estimator_.layers_[0].units == grid.best_params_["layers__0__units"]
     assert listed.layers[0].units == 4
@@ -169,9 +203,14 @@ def test_partial_fit_sample_weight_and_callbacks(memory_task):
     X_train, X_test, y_train, y_test = memory_task
     clf = RNNClassifier(**FAST)
     for _ in range(3):
-        clf.partial_fit(X_train, y_train, classes=[0, 1],
-                        sample_weight=np.ones(len(y_train)),
-                        X_val=X_test, y_val=y_test)
+        clf.partial_fit(
+            X_train,
+            y_train,
+            classes=[0, 1],
+            sample_weight=np.ones(len(y_train)),
+            X_val=X_test,
+            y_val=y_test,
+        )
     assert len(clf.history_) == 3 and clf.history_[-1]["valid_score"] is not None
     stopped = RNNClassifier(max_iter=200, callbacks=[EarlyStopping(patience=2)], **FAST)
     stopped.fit(X_train, y_train, X_val=X_test, y_val=y_test)
@@ -189,16 +228,33 @@ def test_string_labels_and_persistence(memory_task):
 
 def test_clip_norm_limits_each_update(memory_task):
     X_train, _, y_train, _ = memory_task
-    tiny = RNNClassifier(max_iter=1, batch_size=len(y_train), solver="sgd", momentum=0.0,
-                         learning_rate_init=1.0, clip_norm=1e-3, **{
-                             k: v for k, v in FAST.items() if k != "learning_rate_init"})
-    start = RNNClassifier(max_iter=1, solver="sgd", momentum=0.0, learning_rate_init=1e-30,
-                          batch_size=len(y_train), clip_norm=None, **{
-                              k: v for k, v in FAST.items() if k != "learning_rate_init"})
+    tiny = RNNClassifier(
+        max_iter=1,
+        batch_size=len(y_train),
+        solver="sgd",
+        momentum=0.0,
+        learning_rate_init=1.0,
+        clip_norm=1e-3,
+        **{k: v for k, v in FAST.items() if k != "learning_rate_init"},
+    )
+    start = RNNClassifier(
+        max_iter=1,
+        solver="sgd",
+        momentum=0.0,
+        learning_rate_init=1e-30,
+        batch_size=len(y_train),
+        clip_norm=None,
+        **{k: v for k, v in FAST.items() if k != "learning_rate_init"},
+    )
     tiny.fit(X_train, y_train)
     start.fit(X_train, y_train)
-    moved = np.sqrt(sum(((a.params[k] - b.params[k]) ** 2).sum()
-                        for a, b in zip(tiny.layers_, start.layers_) for k in a.params))
+    moved = np.sqrt(
+        sum(
+            ((a.params[k] - b.params[k]) ** 2).sum()
+            for a, b in zip(tiny.layers_, start.layers_)
+            for k in a.params
+        )
+    )
     assert moved == pytest.approx(1e-3, rel=1e-3)  # one SGD step of norm lr * clip_norm
 
 
@@ -206,8 +262,9 @@ def test_regressor():
     rng = np.random.RandomState(0)
     X = rng.normal(size=(400, 10, 1))
     y = X[:, :4, 0].sum(axis=1)  # needs the early steps
-    reg = RNNRegressor(units=(16,), learning_rate_init=0.01, max_iter=60, random_state=0,
-                       device="cpu").fit(X, y)
+    reg = RNNRegressor(
+        units=(16,), learning_rate_init=0.01, max_iter=60, random_state=0, device="cpu"
+    ).fit(X, y)
     assert reg.predict(X).shape == (400,)
     assert reg.score(X, y) > 0.9
     multi = RNNRegressor(max_iter=2, **FAST).fit(X, np.column_stack([y, -y]))
@@ -242,8 +299,9 @@ def test_token_ids_on_the_device_are_checked():
     rng = np.random.RandomState(0)
     tokens = rng.randint(0, 10, (40, 6))
     y = (tokens == 3).any(axis=1).astype(int)
-    clf = RNNClassifier(layers=[Embedding(10, 4), LSTM(4)], max_iter=2,
-                        device="cuda").fit(cp.asarray(tokens), y)
+    clf = RNNClassifier(layers=[Embedding(10, 4), LSTM(4)], max_iter=2, device="cuda").fit(
+        cp.asarray(tokens), y
+    )
     assert clf.input_shape_ == (6,)
     with pytest.raises(ValueError, match="whole token ids"):
         clf.predict(cp.asarray(tokens + 5))
@@ -261,7 +319,9 @@ def test_sequential_mnist_reaches_95_percent():
 
     X, y = load_mnist(MNIST_DIR, subset="test", flatten=False)
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, train_size=8000, test_size=2000, stratify=y, random_state=0)
-    clf = RNNClassifier(units=(128,), batch_size=128, max_iter=15, random_state=0,
-                        device="cpu").fit(X_train, y_train)
+        X, y, train_size=8000, test_size=2000, stratify=y, random_state=0
+    )
+    clf = RNNClassifier(
+        units=(128,), batch_size=128, max_iter=15, random_state=0, device="cpu"
+    ).fit(X_train, y_train)
     assert clf.score(X_test, y_test) >= 0.95

@@ -15,13 +15,24 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 def models():
     return [
-        MLPClassifier(hidden_layer_sizes=(16, 8), dropout=0.1, max_iter=3, random_state=0,
-                      callbacks=[EarlyStopping("train_loss"), TerminateOnNaN()]),
+        MLPClassifier(
+            hidden_layer_sizes=(16, 8),
+            dropout=0.1,
+            max_iter=3,
+            random_state=0,
+            callbacks=[EarlyStopping("train_loss"), TerminateOnNaN()],
+        ),
         MLPClassifier(solver="sgd", activation="gelu", max_iter=2, random_state=0),
         MLPRegressor(max_iter=3, random_state=0),
         MLPRegressor(loss="poisson", solver="lbfgs", max_iter=5, random_state=0),
-        ConvNetClassifier(conv_filters=(4,), dense_units=(8,), batch_norm=True, dropout=0.2,
-                          max_iter=2, random_state=0),
+        ConvNetClassifier(
+            conv_filters=(4,),
+            dense_units=(8,),
+            batch_norm=True,
+            dropout=0.2,
+            max_iter=2,
+            random_state=0,
+        ),
     ]
 
 
@@ -80,7 +91,8 @@ def test_round_trip_of_a_model_fitted_on_the_gpu(model, digits):
     X, _ = digits
     model = fitted(model, digits, device="cuda")
     loaded = sio.loads(sio.dumps(model), trusted=sknet.TRUSTED_TYPES)
-    np.testing.assert_allclose(loaded.predict_proba(X) if hasattr(model, "predict_proba")
-                               else loaded.predict(X),
-                               model.predict_proba(X) if hasattr(model, "predict_proba")
-                               else model.predict(X), atol=1e-5)
+    np.testing.assert_allclose(
+        loaded.predict_proba(X) if hasattr(model, "predict_proba") else loaded.predict(X),
+        model.predict_proba(X) if hasattr(model, "predict_proba") else model.predict(X),
+        atol=1e-5,
+    )

@@ -15,8 +15,9 @@ from sknet.losses import make_loss
 
 
 def build(layers, n_features, backend, *, dtype=np.float32, seed=0):
-    return Network.build(layers, (n_features,), backend=backend, dtype=dtype,
-                         rng=np.random.RandomState(seed))
+    return Network.build(
+        layers, (n_features,), backend=backend, dtype=dtype, rng=np.random.RandomState(seed)
+    )
 
 
 def host(backend, x):
@@ -34,8 +35,9 @@ def digits_setup(backend, digits_xy, *, clip_norm=None, callbacks=(), layers=Non
     X, Y = digits_xy
     layers = layers or [Dense(32, "relu"), Dense(10)]
     network = build(layers, X.shape[1], backend)
-    trainer = Trainer(network, make_loss("log_loss"), alpha=1e-4, clip_norm=clip_norm,
-                      callbacks=callbacks)
+    trainer = Trainer(
+        network, make_loss("log_loss"), alpha=1e-4, clip_norm=clip_norm, callbacks=callbacks
+    )
     data = BackendData(backend.asarray(X), backend.asarray(Y), None)
     return network, trainer, data
 
@@ -43,8 +45,11 @@ def digits_setup(backend, digits_xy, *, clip_norm=None, callbacks=(), layers=Non
 # -- the flat layout ---------------------------------------------------------------------
 def test_params_and_grads_are_views_of_the_flat_arrays(backend):
     network = build([Dense(5, "relu"), BatchNorm(), Dense(3)], 4, backend)
-    before = {(i, k): host(backend, v)
-              for i, layer in enumerate(network.layers) for k, v in layer.params.items()}
+    before = {
+        (i, k): host(backend, v)
+        for i, layer in enumerate(network.layers)
+        for k, v in layer.params.items()
+    }
     trainer = Trainer(network, make_loss("log_loss"))
     shares = backend.xp.shares_memory
     total = 0
@@ -62,8 +67,10 @@ def test_params_and_grads_are_views_of_the_flat_arrays(backend):
     W0, W2 = network.layers[0].params["W"], network.layers[2].params["W"]
     n_reg = W0.size + W2.size
     assert trainer.regularized_ranges == [(0, n_reg)]
-    assert_array_equal(host(backend, trainer.flat_params[:n_reg]),
-                       np.concatenate([before[0, "W"].ravel(), before[2, "W"].ravel()]))
+    assert_array_equal(
+        host(backend, trainer.flat_params[:n_reg]),
+        np.concatenate([before[0, "W"].ravel(), before[2, "W"].ravel()]),
+    )
     # and writing the flat array writes the layers' parameters
     trainer.flat_params[...] = 7
     assert all(bool((p == 7).all()) for p in network.params())
@@ -107,8 +114,9 @@ def test_run_batches_lowers_the_loss_over_epochs(backend, digits_xy):
     order = backend.asarray(np.random.RandomState(0).permutation(data.X.shape[0]))
     losses = []
     for epoch in range(4):
-        total = trainer.run_batches(data, optimizer, batch_size=100,
-                                    order=order if epoch % 2 else None)
+        total = trainer.run_batches(
+            data, optimizer, batch_size=100, order=order if epoch % 2 else None
+        )
         assert total.shape == ()
         losses.append(float(total) / data.X.shape[0])
     assert all(b < a for a, b in zip(losses, losses[1:])), losses
@@ -120,13 +128,19 @@ def test_run_batches_stops_after_n_batches(backend, digits_xy):
     network, trainer, data = digits_setup(backend, digits_xy)
     optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
     seen = []
-    trainer.run_batches(data, optimizer, batch_size=64, n_batches=3,
-                        on_batch=lambda i, size: seen.append((i, size)))
+    trainer.run_batches(
+        data,
+        optimizer,
+        batch_size=64,
+        n_batches=3,
+        on_batch=lambda i, size: seen.append((i, size)),
+    )
     assert seen == [(0, 64), (1, 64), (2, 64)]
     assert optimizer.t == 3
     seen.clear()
-    trainer.run_batches(data, optimizer, batch_size=250,
-                        on_batch=lambda i, size: seen.append((i, size)))
+    trainer.run_batches(
+        data, optimizer, batch_size=250, on_batch=lambda i, size: seen.append((i, size))
+    )
     assert seen == [(0, 250), (1, 250), (2, 100)]  # the last batch is short
 
 
@@ -139,8 +153,9 @@ def test_run_batches_skips_a_batch_of_zero_weight(backend, digits_xy):
     sw_sums = np.add.reduceat(w, np.arange(0, 300, 100))
     optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
     seen = []
-    total = trainer.run_batches(data, optimizer, batch_size=100, sw_sums=sw_sums,
-                                on_batch=lambda i, size: seen.append(i))
+    total = trainer.run_batches(
+        data, optimizer, batch_size=100, sw_sums=sw_sums, on_batch=lambda i, size: seen.append(i)
+    )
     assert seen == [0, 2]
     assert optimizer.t == 2
     assert np.isfinite(float(total))
@@ -151,8 +166,9 @@ def test_clip_norm_bounds_the_step(backend, digits_xy):
     moves = []
     for clip_norm in (clip, None):
         network, trainer, data = digits_setup(backend, digits_xy, clip_norm=clip_norm)
-        sgd = SGD([trainer.flat_params], backend, learning_rate_init=lr, momentum=0.0,
-                  nesterov=False)
+        sgd = SGD(
+            [trainer.flat_params], backend, learning_rate_init=lr, momentum=0.0, nesterov=False
+        )
         before = host(backend, trainer.flat_params)
         trainer.run_batches(data, sgd, batch_size=data.X.shape[0], n_batches=1)
         moves.append(np.linalg.norm(host(backend, trainer.flat_params) - before))
@@ -173,7 +189,8 @@ class ReplacesGradient(Dense):
 
 def test_replacing_a_gradient_array_is_a_clear_error(backend, digits_xy):
     network, trainer, data = digits_setup(
-        backend, digits_xy, layers=[ReplacesGradient(8, "relu"), Dense(10)])
+        backend, digits_xy, layers=[ReplacesGradient(8, "relu"), Dense(10)]
+    )
     optimizer = Adam([trainer.flat_params], backend)
     with pytest.raises(TypeError, match="write gradients in place") as info:
         trainer.run_batches(data, optimizer, batch_size=100)
@@ -216,10 +233,24 @@ def run(backend, digits_xy, callbacks, *, max_epochs=3, batch_size=250, loss=Non
     if loss is not None:
         trainer.loss = loss
     optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
-    state = TrainingState(None, network, optimizer, n_train_rows=data.X.shape[0],
-                          batch_size=batch_size, history=[], has_validation=False)
-    trainer.run_epochs(data, optimizer, state, batch_size=batch_size, max_epochs=max_epochs,
-                       rng=np.random.RandomState(0), **kwargs)
+    state = TrainingState(
+        None,
+        network,
+        optimizer,
+        n_train_rows=data.X.shape[0],
+        batch_size=batch_size,
+        history=[],
+        has_validation=False,
+    )
+    trainer.run_epochs(
+        data,
+        optimizer,
+        state,
+        batch_size=batch_size,
+        max_epochs=max_epochs,
+        rng=np.random.RandomState(0),
+        **kwargs,
+    )
     return state
 
 
@@ -229,8 +260,13 @@ def test_run_epochs_calls_the_hooks_in_order(backend, digits_xy):
     losses = [row["train_loss"] for row in state.history]
     expected = ["train_begin"]
     for epoch in (1, 2, 3):
-        expected += [("epoch_begin", epoch), ("batch", 0, 250), ("batch", 1, 250),
-                     ("batch", 2, 100), ("epoch_end", epoch, losses[epoch - 1])]
+        expected += [
+            ("epoch_begin", epoch),
+            ("batch", 0, 250),
+            ("batch", 1, 250),
+            ("batch", 2, 100),
+            ("epoch_end", epoch, losses[epoch - 1]),
+        ]
     assert recorder.calls == expected + ["train_end"]
     assert [row["epoch"] for row in state.history] == [1, 2, 3]
     assert set(state.history[0]) == set(TrainingState.TRAIN_KEYS + TrainingState.VALID_KEYS)
@@ -245,8 +281,16 @@ def test_run_epochs_with_sample_weight_and_train_rows(backend, digits_xy):
     sample_weight = np.ones(600, dtype=np.float32)
     sample_weight[:100] = 0
     train_rows = np.arange(0, 500)
-    state = run(backend, digits_xy, [recorder], max_epochs=1, batch_size=100,
-                sample_weight=sample_weight, train_rows=train_rows, shuffle=False)
+    state = run(
+        backend,
+        digits_xy,
+        [recorder],
+        max_epochs=1,
+        batch_size=100,
+        sample_weight=sample_weight,
+        train_rows=train_rows,
+        shuffle=False,
+    )
     # rows 0..99 form the first batch, of zero weight: skipped
     assert [c[1] for c in recorder.calls if c[0] == "batch"] == [1, 2, 3, 4]
     assert len(state.history) == 1
@@ -299,8 +343,15 @@ def test_a_callback_handling_nan_stops_without_error(backend, digits_xy):
 
 # -- TrainingState --------------------------------------------------------------------------
 def make_state(optimizer=None, estimator=None, has_validation=False):
-    return TrainingState(estimator, None, optimizer, n_train_rows=10, batch_size=5,
-                         history=[], has_validation=has_validation)
+    return TrainingState(
+        estimator,
+        None,
+        optimizer,
+        n_train_rows=10,
+        batch_size=5,
+        history=[],
+        has_validation=has_validation,
+    )
 
 
 def test_check_monitor(backend):

@@ -125,9 +125,7 @@ def test_a_correct_layer_without_parameters_passes():
     ],
 )
 def test_a_wrong_gradient_is_reported_by_name(layer, name):
-    with pytest.raises(
-        AssertionError, match=rf"{type(layer).__name__}: the gradient of '{name}'"
-    ):
+    with pytest.raises(AssertionError, match=rf"{type(layer).__name__}: the gradient of '{name}'"):
         check_layer_gradients(layer, (3,))
     assert not hasattr(layer, "params")
 

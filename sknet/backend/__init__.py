@@ -70,9 +70,7 @@ def _parse_device(device):
         return name, None
     match = _CUDA_RE.match(name)
     if match is None:
-        raise ValueError(
-            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}"
-        )
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return "cuda", int(match.group(2) or 0)
 
 

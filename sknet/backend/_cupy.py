@@ -150,9 +150,7 @@ _backward_kernels = {}
 def _forward_kernel(name):
     kernel = _forward_kernels.get(name)
     if kernel is None:
-        kernel = cp.ElementwiseKernel(
-            "T z", "T out", _FORWARD_SRC[name], f"sknet_{name}_forward"
-        )
+        kernel = cp.ElementwiseKernel("T z", "T out", _FORWARD_SRC[name], f"sknet_{name}_forward")
         _forward_kernels[name] = kernel
     return kernel
 
@@ -239,8 +237,21 @@ class CupyBackend(Backend):
         OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
         col = cp.empty((C, kh, kw, N, OH, OW), dtype=X.dtype) if out is None else out
         _im2col_kernel(
-            cp.ascontiguousarray(X), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW,
-            X.dtype.type(pad_value), col,
+            cp.ascontiguousarray(X),
+            N,
+            C,
+            H,
+            W,
+            kh,
+            kw,
+            sh,
+            sw,
+            ph,
+            pw,
+            OH,
+            OW,
+            X.dtype.type(pad_value),
+            col,
         )
         return col
 
@@ -248,9 +259,7 @@ class CupyBackend(Backend):
         C, kh, kw, N, OH, OW = col.shape
         # every pixel is written: no need to zero the output
         img = cp.empty((N, C, H, W), dtype=col.dtype) if out is None else out
-        _col2im_kernel(
-            cp.ascontiguousarray(col), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, img
-        )
+        _col2im_kernel(cp.ascontiguousarray(col), N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, img)
         return img
 
     def max_pool_forward(self, X, kernel, stride, padding, out_hw, out=None):

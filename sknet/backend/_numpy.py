@@ -13,9 +13,7 @@ _NO_MASK = np.ones(0, dtype=bool)
 
 def _contiguous(*arrays, ndim=1):
     """Whether every array is a C-contiguous NumPy array of ``ndim`` dimensions."""
-    return all(
-        type(a) is np.ndarray and a.ndim == ndim and a.flags.c_contiguous for a in arrays
-    )
+    return all(type(a) is np.ndarray and a.ndim == ndim and a.flags.c_contiguous for a in arrays)
 
 
 class NumpyBackend(Backend):
@@ -150,27 +148,33 @@ class NumpyBackend(Backend):
         else:
             Y, argmax = out
         self.kernels["max_pool_forward"](
-            np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax)
+            np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax
+        )
         return Y, argmax
 
     def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding, out=None):
         if self.kernels is None:
-            return super().max_pool_backward(dY, argmax, input_hw, kernel, stride, padding,
-                                             out=out)
+            return super().max_pool_backward(
+                dY, argmax, input_hw, kernel, stride, padding, out=out
+            )
         N, C = dY.shape[:2]
         H, W = input_hw
         if out is None:
             out = np.zeros((N, C, H, W), dtype=dY.dtype)
         else:
             out.fill(0)
-        self.kernels["max_pool_backward"](np.ascontiguousarray(dY), argmax,
-                                          out.reshape(N, C, H * W))
+        self.kernels["max_pool_backward"](
+            np.ascontiguousarray(dY), argmax, out.reshape(N, C, H * W)
+        )
         return out
 
     # -- dense layers: bias, ReLU and their gradients in one pass
     def bias_activation(self, Z, bias, activation):
-        if (self.kernels is None or activation not in ("relu", "identity")
-                or not _contiguous(Z, ndim=2)):
+        if (
+            self.kernels is None
+            or activation not in ("relu", "identity")
+            or not _contiguous(Z, ndim=2)
+        ):
             return super().bias_activation(Z, bias, activation)
         if bias is None:
             bias = np.zeros(Z.shape[1], dtype=Z.dtype)
@@ -178,8 +182,11 @@ class NumpyBackend(Backend):
         return Z
 
     def bias_activation_grad(self, dY, Y, activation, db):
-        if (self.kernels is None or activation not in ("relu", "identity")
-                or not _contiguous(dY, ndim=2)):
+        if (
+            self.kernels is None
+            or activation not in ("relu", "identity")
+            or not _contiguous(dY, ndim=2)
+        ):
             return super().bias_activation_grad(dY, Y, activation, db)
         sums = np.empty(dY.shape[1], dtype=dY.dtype) if db is None else db
         self.kernels["bias_activation_grad"](dY, Y, activation == "relu", sums)

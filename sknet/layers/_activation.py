@@ -29,8 +29,7 @@ class Activation(Layer):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
         if self.activation not in ACTIVATIONS:
             raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, "
-                f"got {self.activation!r}"
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
             )
         self.output_shape_ = self.input_shape_
         return self.output_shape_
@@ -44,6 +43,4 @@ class Activation(Layer):
 
     def backward(self, dY):
         cache = self._cache
-        return self.backend_.activation_backward(
-            self.activation, dY, cache["Y"], cache["X"], dY
-        )
+        return self.backend_.activation_backward(self.activation, dY, cache["Y"], cache["X"], dY)

@@ -83,10 +83,12 @@ class Layer(BaseEstimator):
     ...         self.params = {"s": backend.xp.ones((1,), dtype=dtype)}
     ...         self.grads = {"s": backend.xp.zeros((1,), dtype=dtype)}
     ...         return input_shape
+    ...
     ...     def forward(self, X, *, training):
     ...         if training:
     ...             self._cache["X"] = X
     ...         return X * self.params["s"]
+    ...
     ...     def backward(self, dY):
     ...         self.grads["s"][...] = (dY * self._cache["X"]).sum()
     ...         return dY * self.params["s"]
@@ -215,9 +217,11 @@ class Layer(BaseEstimator):
         dtype = np.dtype(dtype)
         for name in ("params", "grads", "state"):
             arrays = getattr(self, name, {})
-            setattr(self, name, {
-                k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in arrays.items()
-            })
+            setattr(
+                self,
+                name,
+                {k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in arrays.items()},
+            )
         self.dtype_ = dtype
         self._buffers = {}
         self._cache = {}

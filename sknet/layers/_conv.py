@@ -42,8 +42,7 @@ def resolve_padding(padding, kernel, name="padding"):
     ):
         return int(padding[0]), int(padding[1])
     raise ValueError(
-        f"{name} must be 'valid', 'same', a non-negative int or a pair of them, "
-        f"got {padding!r}"
+        f"{name} must be 'valid', 'same', a non-negative int or a pair of them, got {padding!r}"
     )
 
 
@@ -216,5 +215,13 @@ class Conv2D(Layer):
         (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
         Wm = self.params["W"].reshape(F, -1)
         dcol = xp.matmul(Wm.T, dZm, out=self._buffer("dcol", (col.size,)).reshape(col.shape))
-        return backend.col2im(dcol.reshape(C, kh, kw, N, OH, OW), H, W, sh, sw, ph, pw,
-                              out=self._buffer("dX", (N, C, H, W)))
+        return backend.col2im(
+            dcol.reshape(C, kh, kw, N, OH, OW),
+            H,
+            W,
+            sh,
+            sw,
+            ph,
+            pw,
+            out=self._buffer("dX", (N, C, H, W)),
+        )

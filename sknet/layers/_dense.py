@@ -10,8 +10,7 @@ from sknet.layers._base import Layer
 def _check_activation(activation):
     if activation is not None and activation not in ACTIVATIONS:
         raise ValueError(
-            f"activation must be None or one of {sorted(ACTIVATIONS)}, "
-            f"got {activation!r}"
+            f"activation must be None or one of {sorted(ACTIVATIONS)}, got {activation!r}"
         )
 
 
@@ -52,8 +51,17 @@ class Dense(Layer):
     accepts_sparse = True
     regularized = ("W",)
 
-    def __init__(self, units, activation=None, *, use_bias=True, init="glorot_uniform",
-                 trainable=True, lr_scale=1.0, weights=None):
+    def __init__(
+        self,
+        units,
+        activation=None,
+        *,
+        use_bias=True,
+        init="glorot_uniform",
+        trainable=True,
+        lr_scale=1.0,
+        weights=None,
+    ):
         self.units = units
         self.activation = activation
         self.use_bias = use_bias
@@ -73,9 +81,7 @@ class Dense(Layer):
                 f"{self.input_shape_}; put a Flatten() layer before it"
             )
         n_in, units = self.input_shape_[0], int(self.units)
-        W, b = initial_weights(
-            self.init, rng, (n_in, units), units, n_in, units, self.activation
-        )
+        W, b = initial_weights(self.init, rng, (n_in, units), units, n_in, units, self.activation)
         self._add_params(**({"W": W, "b": b} if self.use_bias else {"W": W}))
         self.output_shape_ = (units,)
         return self.output_shape_

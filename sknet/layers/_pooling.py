@@ -82,8 +82,13 @@ class MaxPool2D(_Pool2D):
 
     def backward(self, dY):
         return self.backend_.max_pool_backward(
-            dY, self._cache["argmax"], self.input_shape_[1:], self._kernel, self._stride,
-            self._padding, out=self._buffer("dX", (dY.shape[0], *self.input_shape_)),
+            dY,
+            self._cache["argmax"],
+            self.input_shape_[1:],
+            self._kernel,
+            self._stride,
+            self._padding,
+            out=self._buffer("dX", (dY.shape[0], *self.input_shape_)),
         )
 
 

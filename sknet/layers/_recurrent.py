@@ -40,8 +40,16 @@ class _Recurrent(Layer):
     #: number of gates (blocks of ``units`` columns in W, U and b)
     n_gates = 1
 
-    def __init__(self, units, *, return_sequences=False, bidirectional=False,
-                 trainable=True, lr_scale=1.0, weights=None):
+    def __init__(
+        self,
+        units,
+        *,
+        return_sequences=False,
+        bidirectional=False,
+        trainable=True,
+        lr_scale=1.0,
+        weights=None,
+    ):
         self.units = units
         self.return_sequences = return_sequences
         self.bidirectional = bidirectional
@@ -190,10 +198,25 @@ class SimpleRNN(_Recurrent):
     Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
     """
 
-    def __init__(self, units, *, activation="tanh", return_sequences=False,
-                 bidirectional=False, trainable=True, lr_scale=1.0, weights=None):
-        super().__init__(units, return_sequences=return_sequences, bidirectional=bidirectional,
-                         trainable=trainable, lr_scale=lr_scale, weights=weights)
+    def __init__(
+        self,
+        units,
+        *,
+        activation="tanh",
+        return_sequences=False,
+        bidirectional=False,
+        trainable=True,
+        lr_scale=1.0,
+        weights=None,
+    ):
+        super().__init__(
+            units,
+            return_sequences=return_sequences,
+            bidirectional=bidirectional,
+            trainable=trainable,
+            lr_scale=lr_scale,
+            weights=weights,
+        )
         self.activation = activation
 
     def build(self, input_shape, *, backend, dtype, rng):

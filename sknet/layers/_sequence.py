@@ -55,9 +55,7 @@ class Embedding(Layer):
     def check_ids(self, X):
         """Raise a ValueError unless ``X`` holds whole ids in ``[0, input_dim)``."""
         xp = get_array_module(X)
-        if X.size and (
-            bool((X != xp.floor(X)).any()) or X.min() < 0 or X.max() >= self.input_dim
-        ):
+        if X.size and (bool((X != xp.floor(X)).any()) or X.min() < 0 or X.max() >= self.input_dim):
             raise ValueError(
                 f"Embedding takes whole token ids in [0, {self.input_dim}); got values "
                 f"from {X.min()} to {X.max()}"
@@ -125,8 +123,9 @@ class TimeDistributed(Layer):
                 f"shape {self.input_shape_}"
             )
         self.inner_ = copy.deepcopy(self.layer)
-        inner_shape = build_layer(self.inner_, self.input_shape_[1:], backend=backend,
-                                  dtype=dtype, rng=rng)
+        inner_shape = build_layer(
+            self.inner_, self.input_shape_[1:], backend=backend, dtype=dtype, rng=rng
+        )
         self._share()
         self.output_shape_ = (self.input_shape_[0],) + tuple(inner_shape)
         return self.output_shape_
@@ -134,7 +133,10 @@ class TimeDistributed(Layer):
     def _share(self):
         # The same dicts: views the estimator puts in place reach the inner layer.
         self.params, self.grads, self.state = (
-            self.inner_.params, self.inner_.grads, self.inner_.state)
+            self.inner_.params,
+            self.inner_.grads,
+            self.inner_.state,
+        )
 
     def forward(self, X, *, training):
         N, T = X.shape[:2]

@@ -162,6 +162,5 @@ def test_importing_sknet_does_not_import_cupy():
     import subprocess
 
     code = "import sys, sknet; sknet.MLPClassifier(); print('cupy' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -39,9 +39,7 @@ def oracle(X, kh, kw, sh, sw, ph, pw, pad_value=0.0):
 @pytest.mark.parametrize("pad_value", [0.0, -np.inf])
 def test_im2col_matches_loop_oracle(shape, kernel, stride, padding, pad_value, backend):
     X = np.random.RandomState(0).standard_normal(shape)
-    col = backend.im2col(
-        backend.asarray(X), *kernel, *stride, *padding, pad_value=pad_value
-    )
+    col = backend.im2col(backend.asarray(X), *kernel, *stride, *padding, pad_value=pad_value)
     expected = oracle(X, *kernel, *stride, *padding, pad_value=pad_value)
     N, C, H, W = shape
     assert col.shape == (
@@ -56,9 +54,7 @@ def test_im2col_matches_loop_oracle(shape, kernel, stride, padding, pad_value, b
 
 def test_im2col_pads_with_minus_infinity(backend):
     X = np.ones((1, 1, 2, 2))
-    col = backend.to_numpy(
-        backend.im2col(backend.asarray(X), 2, 2, 1, 1, 1, 1, pad_value=-np.inf)
-    )
+    col = backend.to_numpy(backend.im2col(backend.asarray(X), 2, 2, 1, 1, 1, 1, pad_value=-np.inf))
     # the top-left window sees one pixel and three padded ones
     assert_array_equal(col[0, :, :, 0, 0, 0], [[-np.inf, -np.inf], [-np.inf, 1.0]])
     # 9 windows of 4 entries; each of the 4 pixels lies in 4 windows
@@ -70,9 +66,7 @@ def test_im2col_of_a_non_contiguous_view(backend):
     base = np.random.RandomState(1).standard_normal((4, 6, 7, 3))
     X = base.transpose(0, 3, 1, 2)[:, :, ::2]  # (4, 3, 3, 7), strided
     col = backend.im2col(backend.asarray(X), 2, 3, 1, 2, 1, 0)
-    assert_array_equal(
-        backend.to_numpy(col), oracle(np.ascontiguousarray(X), 2, 3, 1, 2, 1, 0)
-    )
+    assert_array_equal(backend.to_numpy(col), oracle(np.ascontiguousarray(X), 2, 3, 1, 2, 1, 0))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -87,9 +81,7 @@ def test_im2col_and_col2im_keep_the_dtype(dtype, backend):
 def test_col2im_is_the_adjoint_of_im2col(shape, kernel, stride, padding, backend):
     rng = np.random.RandomState(2)
     X = rng.standard_normal(shape)
-    col = backend.to_numpy(
-        backend.im2col(backend.asarray(X), *kernel, *stride, *padding)
-    )
+    col = backend.to_numpy(backend.im2col(backend.asarray(X), *kernel, *stride, *padding))
     C = rng.standard_normal(col.shape)
     _, _, H, W = shape
     back = backend.to_numpy(backend.col2im(backend.asarray(C), H, W, *stride, *padding))
@@ -98,9 +90,7 @@ def test_col2im_is_the_adjoint_of_im2col(shape, kernel, stride, padding, backend
 
 
 @pytest.mark.parametrize("shape, kernel, stride, padding", CASES)
-def test_col2im_matches_the_transpose_of_the_oracle(
-    shape, kernel, stride, padding, backend
-):
+def test_col2im_matches_the_transpose_of_the_oracle(shape, kernel, stride, padding, backend):
     # col2im(C)[n, c, y, x] sums every column entry im2col copied from (n, c, y, x).
     N, Cn, H, W = shape
     kh, kw = kernel

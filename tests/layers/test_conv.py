@@ -55,9 +55,7 @@ def conv_oracle(X, W, b, stride, padding):
 
 
 def build(layer, backend, input_shape=INPUT, dtype=np.float64, seed=0):
-    layer.build(
-        input_shape, backend=backend, dtype=dtype, rng=np.random.RandomState(seed)
-    )
+    layer.build(input_shape, backend=backend, dtype=dtype, rng=np.random.RandomState(seed))
     return layer
 
 
@@ -73,9 +71,7 @@ def test_forward_matches_direct_convolution(kernel, stride, padding, backend):
     layer = build(Conv2D(3, kernel, stride=stride, padding=padding), backend)
     b = with_random_bias(layer, backend)
     W = backend.to_numpy(layer.params["W"])
-    expected = conv_oracle(
-        X, W, b, as_pair(stride), padding_pair(padding, as_pair(kernel))
-    )
+    expected = conv_oracle(X, W, b, as_pair(stride), padding_pair(padding, as_pair(kernel)))
     assert layer.output_shape_ == expected.shape[1:]
     for training in (True, False):
         Y = layer.forward(backend.asarray(X), training=training)
@@ -83,9 +79,7 @@ def test_forward_matches_direct_convolution(kernel, stride, padding, backend):
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh", "gelu"])
-@pytest.mark.parametrize(
-    "kernel, stride, padding", [(3, 1, "same"), ((3, 2), (2, 1), (2, 0))]
-)
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 1, "same"), ((3, 2), (2, 1), (2, 0))])
 def test_forward_with_activation(activation, kernel, stride, padding, backend):
     X = np.random.RandomState(0).standard_normal((2,) + INPUT)
     layer = build(
@@ -107,9 +101,7 @@ def test_forward_without_bias_has_no_b(backend):
     assert set(layer.params) == set(layer.grads) == {"W"}
     W = backend.to_numpy(layer.params["W"])
     Y = layer.forward(backend.asarray(X), training=False)
-    assert_allclose(
-        backend.to_numpy(Y), conv_oracle(X, W, None, (1, 1), (1, 1)), rtol=1e-12
-    )
+    assert_allclose(backend.to_numpy(Y), conv_oracle(X, W, None, (1, 1), (1, 1)), rtol=1e-12)
 
 
 @pytest.mark.parametrize("kernel", [(1, 3), (5, 3)])
@@ -118,9 +110,7 @@ def test_same_padding_of_a_non_square_kernel(kernel, backend):
     layer = build(Conv2D(2, kernel, padding="same"), backend)
     assert layer.output_shape_ == (2,) + INPUT[1:]
     W = backend.to_numpy(layer.params["W"])
-    expected = conv_oracle(
-        X, W, None, (1, 1), ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2)
-    )
+    expected = conv_oracle(X, W, None, (1, 1), ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2))
     Y = layer.forward(backend.asarray(X), training=False)
     assert_allclose(backend.to_numpy(Y), expected, rtol=1e-12, atol=1e-12)
 
@@ -139,9 +129,7 @@ def test_gradients_match_finite_differences(kernel, stride, padding, use_bias):
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "gelu"])
-@pytest.mark.parametrize(
-    "kernel, stride, padding", [(3, 2, "same"), ((3, 2), (2, 1), (2, 0))]
-)
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 2, "same"), ((3, 2), (2, 1), (2, 0))])
 def test_gradients_with_activation(activation, kernel, stride, padding):
     layer = Conv2D(
         2,
@@ -168,9 +156,7 @@ def test_backward_by_hand(backend):
         np.einsum("nfyx,ncyx->fc", dY, X),
         rtol=1e-12,
     )
-    assert_allclose(
-        backend.to_numpy(layer.grads["b"]), dY.sum(axis=(0, 2, 3)), rtol=1e-12
-    )
+    assert_allclose(backend.to_numpy(layer.grads["b"]), dY.sum(axis=(0, 2, 3)), rtol=1e-12)
     assert_allclose(backend.to_numpy(dX), np.einsum("nfyx,fc->ncyx", dY, W), rtol=1e-12)
 
 
@@ -309,9 +295,7 @@ def test_window_that_fits_only_with_padding_is_accepted():
 @pytest.mark.parametrize("training", [True, False])
 def test_float32_in_float32_out(training, backend):
     X = np.random.RandomState(0).standard_normal((2,) + INPUT)
-    layer32 = build(
-        Conv2D(3, 3, padding="same", activation="relu"), backend, dtype=np.float32
-    )
+    layer32 = build(Conv2D(3, 3, padding="same", activation="relu"), backend, dtype=np.float32)
     layer64 = build(Conv2D(3, 3, padding="same", activation="relu"), backend)
     assert layer32.params["W"].dtype == np.float32
     Y = layer32.forward(backend.asarray(X.astype(np.float32)), training=training)

@@ -128,8 +128,9 @@ def test_bad_configuration_is_a_clear_error(kwargs, message):
 
 def test_non_flat_input_asks_for_flatten():
     with pytest.raises(ValueError, match="Flatten"):
-        Dense(2).build((3, 4), backend=get_backend("cpu"), dtype=np.float32,
-                       rng=np.random.RandomState(0))
+        Dense(2).build(
+            (3, 4), backend=get_backend("cpu"), dtype=np.float32, rng=np.random.RandomState(0)
+        )
 
 
 def test_pickled_layer_holds_numpy_and_drops_buffers(backend):
@@ -145,8 +146,14 @@ def test_pickled_layer_holds_numpy_and_drops_buffers(backend):
 
 def test_layer_is_a_configurable_estimator_like_object():
     layer = Dense(8, activation="relu")
-    assert layer.get_params() == {"units": 8, "activation": "relu", "use_bias": True,
-                                  "init": "glorot_uniform", "trainable": True,
-                                  "lr_scale": 1.0, "weights": None}
+    assert layer.get_params() == {
+        "units": 8,
+        "activation": "relu",
+        "use_bias": True,
+        "init": "glorot_uniform",
+        "trainable": True,
+        "lr_scale": 1.0,
+        "weights": None,
+    }
     assert repr(layer) == "Dense(activation='relu', units=8)"
     assert layer.set_params(units=4).units == 4

@@ -59,9 +59,9 @@ def test_training_output_matches_the_formula(shape, axes, backend):
     layer.params["gamma"][...] = backend.asarray(gamma)
     layer.params["beta"][...] = backend.asarray(beta)
     mean, var = X.mean(axis=axes, keepdims=True), X.var(axis=axes, keepdims=True)
-    expected = (X - mean) / np.sqrt(var + 1e-3) * per_feature(
-        gamma, shape
-    ) + per_feature(beta, shape)
+    expected = (X - mean) / np.sqrt(var + 1e-3) * per_feature(gamma, shape) + per_feature(
+        beta, shape
+    )
     Y = backend.to_numpy(layer.forward(backend.asarray(X), training=True))
     assert_allclose(Y, expected, rtol=1e-10, atol=1e-12)
 
@@ -77,9 +77,7 @@ def test_running_statistics_after_one_batch(shape, axes, momentum, backend):
     layer.state["running_var"][...] = backend.asarray(init_var)
     layer.forward(backend.asarray(X), training=True)
     state = to_numpy(backend, layer.state)
-    batch_var = X.var(
-        axis=axes, ddof=1
-    )  # unbiased: m / (m - 1) times the batch variance
+    batch_var = X.var(axis=axes, ddof=1)  # unbiased: m / (m - 1) times the batch variance
     assert_allclose(
         state["running_mean"],
         momentum * init_mean + (1 - momentum) * X.mean(axis=axes),
@@ -202,7 +200,5 @@ def test_bad_configuration_is_a_clear_error(kwargs, message):
 
 @pytest.mark.parametrize("shape", [(), (3, 4), (1, 2, 3, 4)])
 def test_wrong_input_rank_is_a_clear_error(shape):
-    with pytest.raises(
-        ValueError, match=r"BatchNorm expects samples of shape \(features,\)"
-    ):
+    with pytest.raises(ValueError, match=r"BatchNorm expects samples of shape \(features,\)"):
         build(BatchNorm(), shape, get_backend("cpu"))

@@ -94,12 +94,8 @@ def test_avg_pool_matches_loop_oracle(pool_size, stride, padding, backend):
 
 def test_avg_pool_corner_divides_by_the_full_window(backend):
     layer = build(AvgPool2D(3, stride=1, padding=1), backend, input_shape=(1, 3, 3))
-    Y = backend.to_numpy(
-        layer.forward(backend.asarray(np.ones((1, 1, 3, 3))), training=False)
-    )
-    assert_allclose(
-        Y[0, 0], [[4 / 9, 6 / 9, 4 / 9], [6 / 9, 1, 6 / 9], [4 / 9, 6 / 9, 4 / 9]]
-    )
+    Y = backend.to_numpy(layer.forward(backend.asarray(np.ones((1, 1, 3, 3))), training=False))
+    assert_allclose(Y[0, 0], [[4 / 9, 6 / 9, 4 / 9], [6 / 9, 1, 6 / 9], [4 / 9, 6 / 9, 4 / 9]])
 
 
 @pytest.mark.parametrize("pool_size, stride, padding", COMBOS)
@@ -214,5 +210,5 @@ def test_bad_configuration_is_a_clear_error(layer, input_shape, message):
 def test_padding_larger_than_half_the_window_is_refused(Pool):
     with pytest.raises(ValueError, match="at most half"):
         Pool(2, stride=1, padding=2).build(
-            (1, 2, 2), backend=get_backend("cpu"), dtype=np.float64,
-            rng=np.random.RandomState(0))
+            (1, 2, 2), backend=get_backend("cpu"), dtype=np.float64, rng=np.random.RandomState(0)
+        )

@@ -51,8 +51,8 @@ def lstm_oracle(p, X, d=""):
     out = []
     for t in range(X.shape[1]):
         z = X[:, t] @ p["W" + d] + h @ p["U" + d] + p["b" + d]
-        i, f = sigmoid(z[:, :H]), sigmoid(z[:, H:2 * H])
-        o, g = sigmoid(z[:, 2 * H:3 * H]), np.tanh(z[:, 3 * H:])
+        i, f = sigmoid(z[:, :H]), sigmoid(z[:, H : 2 * H])
+        o, g = sigmoid(z[:, 2 * H : 3 * H]), np.tanh(z[:, 3 * H :])
         c = f * c + i * g
         h = o * np.tanh(c)
         out.append(h)
@@ -67,8 +67,8 @@ def gru_oracle(p, X, d=""):
         x = X[:, t] @ p["W" + d] + p["b" + d]
         hh = h @ p["U" + d] + p["bh" + d]
         z = sigmoid(x[:, :H] + hh[:, :H])
-        r = sigmoid(x[:, H:2 * H] + hh[:, H:2 * H])
-        n = np.tanh(x[:, 2 * H:] + r * hh[:, 2 * H:])
+        r = sigmoid(x[:, H : 2 * H] + hh[:, H : 2 * H])
+        n = np.tanh(x[:, 2 * H :] + r * hh[:, 2 * H :])
         h = (1 - z) * n + z * h
         out.append(h)
     return np.stack(out, axis=1)
@@ -83,8 +83,9 @@ CELLS = [SimpleRNN, LSTM, GRU]
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_forward_matches_a_step_by_step_oracle(Cell, return_sequences, bidirectional, backend):
     X = np.random.RandomState(0).standard_normal((3, 5, 4))
-    layer = build(Cell(6, return_sequences=return_sequences, bidirectional=bidirectional),
-                  (5, 4), backend)
+    layer = build(
+        Cell(6, return_sequences=return_sequences, bidirectional=bidirectional), (5, 4), backend
+    )
     p = numpy_params(layer)
     oracle = ORACLES[Cell]
     expected = oracle(p, X)
@@ -106,7 +107,8 @@ def test_forward_matches_a_step_by_step_oracle(Cell, return_sequences, bidirecti
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_gradients_through_time(Cell, return_sequences, bidirectional):
     errors = check_layer_gradients(
-        Cell(3, return_sequences=return_sequences, bidirectional=bidirectional), (4, 2))
+        Cell(3, return_sequences=return_sequences, bidirectional=bidirectional), (4, 2)
+    )
     names = {"W", "U", "b"} | ({"bh"} if Cell is GRU else set())
     if bidirectional:
         names |= {n + "r" for n in names}
@@ -122,7 +124,7 @@ def test_lstm_initialisation(backend):
     p = numpy_params(layer)
     assert_allclose(p["b"], np.r_[np.zeros(4), np.ones(4), np.zeros(8)])
     for k in range(4):  # orthogonal recurrent blocks
-        block = p["U"][:, 4 * k:4 * (k + 1)]
+        block = p["U"][:, 4 * k : 4 * (k + 1)]
         assert_allclose(block.T @ block, np.eye(4), atol=1e-12)
 
 
@@ -166,14 +168,17 @@ def test_padding_does_not_leak(Cell, return_sequences, bidirectional, backend):
     rng = np.random.RandomState(1)
     X = rng.standard_normal((3, 5, 2))
     X[~MASK] = 99.0  # padding values that would change everything if they leaked
-    layer = build(Cell(4, return_sequences=return_sequences, bidirectional=bidirectional),
-                  (5, 2), backend)
-    padded = backend.to_numpy(layer.forward(backend.asarray(X), training=False,
-                                            mask=backend.asarray(MASK)))
+    layer = build(
+        Cell(4, return_sequences=return_sequences, bidirectional=bidirectional), (5, 2), backend
+    )
+    padded = backend.to_numpy(
+        layer.forward(backend.asarray(X), training=False, mask=backend.asarray(MASK))
+    )
     for n in range(3):
         steps = np.flatnonzero(MASK[n])
-        alone = backend.to_numpy(layer.forward(backend.asarray(X[n:n + 1, steps]),
-                                               training=False))[0]
+        alone = backend.to_numpy(
+            layer.forward(backend.asarray(X[n : n + 1, steps]), training=False)
+        )[0]
         if return_sequences:
             assert_allclose(padded[n, steps], alone, rtol=1e-10, atol=1e-12)
         else:
@@ -185,19 +190,22 @@ def test_padding_does_not_leak(Cell, return_sequences, bidirectional, backend):
 def test_gradients_with_a_mask(Cell, return_sequences):
     for bidirectional in (False, True):
         check_layer_gradients(
-            Masked(Cell(3, return_sequences=return_sequences, bidirectional=bidirectional),
-                   MASK), (5, 2))
+            Masked(Cell(3, return_sequences=return_sequences, bidirectional=bidirectional), MASK),
+            (5, 2),
+        )
 
 
 def test_global_average_over_real_steps_only(backend):
     X = np.arange(30, dtype=float).reshape(3, 5, 2)
     layer = build(GlobalAvgPool1D(), (5, 2), backend)
-    Y = backend.to_numpy(layer.forward(backend.asarray(X), training=False,
-                                       mask=backend.asarray(MASK)))
+    Y = backend.to_numpy(
+        layer.forward(backend.asarray(X), training=False, mask=backend.asarray(MASK))
+    )
     expected = np.stack([X[n, MASK[n]].mean(axis=0) for n in range(3)])
     assert_allclose(Y, expected)
-    assert_allclose(backend.to_numpy(layer.forward(backend.asarray(X), training=False)),
-                    X.mean(axis=1))
+    assert_allclose(
+        backend.to_numpy(layer.forward(backend.asarray(X), training=False)), X.mean(axis=1)
+    )
     check_layer_gradients(Masked(GlobalAvgPool1D(), MASK), (5, 2))
     check_layer_gradients(GlobalAvgPool1D(), (5, 2))
 
@@ -242,15 +250,18 @@ def test_time_distributed_dense_is_a_dense_per_step(backend):
     assert restored.params is restored.inner_.params
 
 
-@pytest.mark.parametrize("layer, shape, message", [
-    (LSTM(0), (3, 2), "units must be a positive integer"),
-    (GRU(3), (6,), r"expects sequences of shape \(timesteps, features\)"),
-    (SimpleRNN(3, activation="swish"), (3, 2), "activation must be one of"),
-    (Embedding(0, 3), (4,), "input_dim must be a positive integer"),
-    (Embedding(5, 3), (4, 2), r"token ids of shape \(timesteps,\)"),
-    (GlobalAvgPool1D(), (4,), "expects sequences"),
-    (TimeDistributed("dense"), (3, 2), "must be an sknet Layer"),
-])
+@pytest.mark.parametrize(
+    "layer, shape, message",
+    [
+        (LSTM(0), (3, 2), "units must be a positive integer"),
+        (GRU(3), (6,), r"expects sequences of shape \(timesteps, features\)"),
+        (SimpleRNN(3, activation="swish"), (3, 2), "activation must be one of"),
+        (Embedding(0, 3), (4,), "input_dim must be a positive integer"),
+        (Embedding(5, 3), (4, 2), r"token ids of shape \(timesteps,\)"),
+        (GlobalAvgPool1D(), (4,), "expects sequences"),
+        (TimeDistributed("dense"), (3, 2), "must be an sknet Layer"),
+    ],
+)
 def test_bad_configurations(layer, shape, message):
     with pytest.raises(ValueError, match=message):
         build(layer, shape, get_backend("cpu"))
@@ -259,7 +270,8 @@ def test_bad_configurations(layer, shape, message):
 def test_prediction_chunks_account_for_the_gates_of_every_step():
     """An LSTM's per-sample work is its gates over all steps, not its output."""
     layer = LSTM(16, bidirectional=True)
-    layer.build((10, 3), backend=get_backend("cpu"), dtype=np.float32,
-                rng=np.random.RandomState(0))
+    layer.build(
+        (10, 3), backend=get_backend("cpu"), dtype=np.float32, rng=np.random.RandomState(0)
+    )
     assert layer.output_shape_ == (32,)
     assert layer.values_per_sample() == 2 * 10 * (4 * 16 + 16 + 3 + 1)

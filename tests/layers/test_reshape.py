@@ -14,9 +14,7 @@ def build(shape, backend, dtype=np.float64):
     return layer
 
 
-@pytest.mark.parametrize(
-    "shape, flat", [((3, 4, 5), 60), ((2, 3), 6), ((7,), 7), ((1, 1, 1), 1)]
-)
+@pytest.mark.parametrize("shape, flat", [((3, 4, 5), 60), ((2, 3), 6), ((7,), 7), ((1, 1, 1), 1)])
 def test_output_shape(shape, flat, backend):
     layer = build(shape, backend)
     assert layer.output_shape_ == (flat,)

@@ -29,9 +29,16 @@ FAST = dict(max_iter=3, random_state=0, device="cpu")
 @pytest.fixture(scope="module")
 def source(digits):
     X, y = digits
-    return ConvNetClassifier(layers=[Conv2D(4, 3, padding="same", activation="relu"),
-                                     BatchNorm(), MaxPool2D(2), Flatten(),
-                                     Dense(16, activation="relu")], **FAST).fit(X, y)
+    return ConvNetClassifier(
+        layers=[
+            Conv2D(4, 3, padding="same", activation="relu"),
+            BatchNorm(),
+            MaxPool2D(2),
+            Flatten(),
+            Dense(16, activation="relu"),
+        ],
+        **FAST,
+    ).fit(X, y)
 
 
 def test_copies_carry_the_weights_and_are_frozen(source):
@@ -62,8 +69,9 @@ def test_upto_cuts_the_stack(source):
 
 def test_a_new_network_starts_from_the_source_weights(source, digits):
     X, y = digits
-    target = ConvNetClassifier(layers=[*from_estimator(source), Dense(8, activation="relu")],
-                               **{**FAST, "max_iter": 30}).fit(X, y % 2)
+    target = ConvNetClassifier(
+        layers=[*from_estimator(source), Dense(8, activation="relu")], **{**FAST, "max_iter": 30}
+    ).fit(X, y % 2)
     for built, original in zip(target.layers_[:5], source.layers_[:5]):
         for key in {**original.params, **original.state}:
             value = built.params.get(key, built.state.get(key))
@@ -84,8 +92,9 @@ def test_weights_survive_clone_pickle_and_grid_search(source, digits):
     target = ConvNetClassifier(layers=[*from_estimator(source), Dense(8)], **FAST)
     twin = pickle.loads(pickle.dumps(clone(target))).fit(X, y)
     assert_array_equal(twin.layers_[0].params["W"], source.layers_[0].params["W"])
-    grid = GridSearchCV(target, {"layers__0__trainable": [False, True],
-                                 "layers__5__units": [4, 8]}, cv=2).fit(X, y)
+    grid = GridSearchCV(
+        target, {"layers__0__trainable": [False, True], "layers__5__units": [4, 8]}, cv=2
+    ).fit(X, y)
     best = grid.best_estimator_
     assert best.layers_[5].units == grid.best_params_["layers__5__units"]
     if not grid.best_params_["layers__0__trainable"]:
@@ -104,21 +113,29 @@ def test_weights_round_trip_through_skops(source):
 def test_shapes_that_do_not_fit_name_the_layer_and_both_shapes(source, digits):
     X, y = digits
     bigger = np.zeros((20, 10, 10))  # images of another size: the Dense no longer fits
-    with pytest.raises(ValueError, match=r"Dense: the weights 'W' have shape \(64, 16\), "
-                                         r"but .* needs \(100, 16\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Dense: the weights 'W' have shape \(64, 16\), "
+        r"but .* needs \(100, 16\)",
+    ):
         ConvNetClassifier(layers=from_estimator(source), **FAST).fit(bigger, np.arange(20) % 2)
     two_channels = np.zeros((20, 2, 8, 8))  # another number of channels: the Conv2D
     with pytest.raises(ValueError, match=r"Conv2D: the weights 'W' have shape \(4, 1, 3, 3\)"):
-        ConvNetClassifier(layers=from_estimator(source), **FAST).fit(two_channels,
-                                                                     np.arange(20) % 2)
+        ConvNetClassifier(layers=from_estimator(source), **FAST).fit(
+            two_channels, np.arange(20) % 2
+        )
 
 
 def test_bad_weights_are_clear_errors(digits):
     X, y = digits
-    with pytest.raises(ValueError, match=r"weights has \['W'\], but this layer holds "
-                                         r"\['W', 'b'\]"):
-        ConvNetClassifier(layers=[Flatten(), Dense(4, weights={"W": np.zeros((64, 4))})],
-                          **FAST).fit(X, y)
+    with pytest.raises(
+        ValueError,
+        match=r"weights has \['W'\], but this layer holds "
+        r"\['W', 'b'\]",
+    ):
+        ConvNetClassifier(
+            layers=[Flatten(), Dense(4, weights={"W": np.zeros((64, 4))})], **FAST
+        ).fit(X, y)
     with pytest.raises(ValueError, match="weights must be a dict"):
         ConvNetClassifier(layers=[Flatten(), Dense(4, weights=[1, 2])], **FAST).fit(X, y)
 
@@ -169,13 +186,16 @@ def test_freezing_and_transfer_on_every_device(device, digits):
     from sknet import FeatureExtractor
 
     X, y = digits
-    source = ConvNetClassifier(conv_filters=(4,), dense_units=(16,),
-                               **{**FAST, "device": device}).fit(X, y)
+    source = ConvNetClassifier(
+        conv_filters=(4,), dense_units=(16,), **{**FAST, "device": device}
+    ).fit(X, y)
     layers = from_estimator(source, upto=-2)
-    target = ConvNetClassifier(layers=[*layers, Dense(8, lr_scale=0.5)],
-                               **{**FAST, "device": device}).fit(X, y % 2)
+    target = ConvNetClassifier(
+        layers=[*layers, Dense(8, lr_scale=0.5)], **{**FAST, "device": device}
+    ).fit(X, y % 2)
     assert target.device_.startswith(device)
-    assert_array_equal(target.network_.backend.to_numpy(target.layers_[0].params["W"]),
-                       layers[0].weights["W"])
+    assert_array_equal(
+        target.network_.backend.to_numpy(target.layers_[0].params["W"]), layers[0].weights["W"]
+    )
     features = FeatureExtractor(target).fit(X, y % 2).transform(X[:5])
     assert type(features) is np.ndarray and features.shape == (5, 8)
