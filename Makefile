@@ -1,4 +1,4 @@
-# sknet: `make demo`, `make test`, `make bench`, `make gpu-check`.
+# sknet: `make demo`, `make test`, `make lint`, `make bench`, `make gpu-check`, `make dist`.
 # demo/test/bench create a virtual environment in $(VENV) and install what they
 # need into it; gpu-check installs nothing (the GPU machine has no package index).
 
@@ -13,7 +13,7 @@ STEP_TIMEOUT ?= 300
 # Tests run in parallel processes; one BLAS thread each avoids oversubscription.
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: demo test bench gpu-check dist clean
+.PHONY: demo test lint bench gpu-check dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ demo: $(PY)
 test: $(PY)
 	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,images,distributed,skops,onnx]"
 	$(TEST_ENV) $(PY) -m pytest -n auto
+
+# ruff: the linter (rules in pyproject.toml) and the formatter, checked, not applied
+# (`ruff format .` applies it).
+lint: $(PY)
+	$(PY) -m pip install --quiet -e ".[lint]"
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # PyTorch's CPU build comes from its own index (PyPI's Linux wheel is the CUDA one).
 bench: $(PY)
