@@ -1,4 +1,5 @@
-# sknet: `make demo`, `make test`, `make lint`, `make bench`, `make gpu-check`, `make dist`.
+# sknet: `make demo`, `make test`, `make lint`, `make docs`, `make bench`, `make gpu-check`,
+# `make dist`.
 # demo/test/bench create a virtual environment in $(VENV) and install what they
 # need into it; gpu-check installs nothing (the GPU machine has no package index).
 
@@ -13,7 +14,7 @@ STEP_TIMEOUT ?= 300
 # Tests run in parallel processes; one BLAS thread each avoids oversubscription.
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: demo test lint bench gpu-check dist clean
+.PHONY: demo test lint docs bench gpu-check dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,14 @@ lint: $(PY)
 	$(PY) -m pip install --quiet -e ".[lint]"
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+
+# The documentation site into docs/_build/html, warnings as errors; the gallery runs
+# the quick examples (and the MNIST ones when SKNET_MNIST_DIR is set).
+docs: $(PY)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	rm -rf docs/_build docs/generated docs/auto_examples
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs built: docs/_build/html/index.html"
 
 # PyTorch's CPU build comes from its own index (PyPI's Linux wheel is the CUDA one).
 bench: $(PY)
@@ -74,3 +83,4 @@ dist: $(PY)
 
 clean:
 	rm -rf $(VENV) .dist-venv build dist *.egg-info .pytest_cache $(RESULTS)
+	rm -rf docs/_build docs/generated docs/auto_examples docs/sg_execution_times.rst

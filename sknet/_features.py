@@ -35,7 +35,7 @@ class FeatureExtractor(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         The fitted network.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when ``X`` had string column names.
 
     Examples
