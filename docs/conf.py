@@ -41,8 +41,15 @@ html_theme_options = {"navigation_depth": 2, "show_toc_level": 2}
 # The gallery runs the examples that take seconds on a CPU; the MNIST ones run
 # when SKNET_MNIST_DIR is set, and the others are shown without running (CIFAR-10
 # needs its data, the Dask one a cluster).
-_quick = ["digits_pipeline", "convnet_digits", "custom_losses", "features_and_ensembles",
-          "plot_learning_curves", "transfer_learning", "persistence_skops_onnx"]
+_quick = [
+    "digits_pipeline",
+    "convnet_digits",
+    "custom_losses",
+    "features_and_ensembles",
+    "plot_learning_curves",
+    "transfer_learning",
+    "persistence_skops_onnx",
+]
 if os.environ.get("SKNET_MNIST_DIR"):
     _quick += ["mnist_mlp", "convnet_mnist", "rnn_sequential_mnist"]
 sphinx_gallery_conf = {
