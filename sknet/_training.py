@@ -54,6 +54,25 @@ class TrainingState:
         ``estimator.history_``: one row per epoch.
     has_validation : bool
         Whether a validation set is scored (``valid_loss``/``valid_score``).
+
+    Examples
+    --------
+    A callback reading the state after every epoch:
+
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import Callback
+    >>> class ShowState(Callback):
+    ...     def on_epoch_end(self, state, epoch, logs):
+    ...         print(f"epoch {state.epoch}: {state.n_train_rows} rows in batches of "
+    ...               f"{state.batch_size}, {len(state.classes_)} classes")
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), batch_size=50, tol=1.0,
+    ...                     n_iter_no_change=1, random_state=0, device="cpu",
+    ...                     callbacks=[ShowState()]).fit(X[:200] / 16, y[:200])
+    epoch 1: 200 rows in batches of 50, 10 classes
+    epoch 2: 200 rows in batches of 50, 10 classes
+    epoch 3: 200 rows in batches of 50, 10 classes
     """
 
     #: history keys every fit produces; validation keys need a validation set

@@ -142,6 +142,22 @@ class EarlyStopping(Callback):
         Its monitored value.
     stopped_epoch_ : int or None
         The epoch at which this callback stopped training.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import EarlyStopping
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> stop = EarlyStopping(monitor="valid_score", patience=2)
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), early_stopping=True, random_state=0,
+    ...                     device="cpu", callbacks=[stop]).fit(X, y)
+    >>> fitted = clf.callbacks_[0]  # the fitted copy; ``stop`` is unchanged
+    >>> fitted.best_epoch_ is not None
+    True
+    >>> fitted.stopped_epoch_ - fitted.best_epoch_  # two epochs without improvement
+    2
     """
 
     def __init__(
@@ -202,6 +218,27 @@ class Checkpoint(Callback):
     ----------
     saved_epochs_ : list of int
         The epochs at which the model was written.
+
+    Examples
+    --------
+    >>> import os
+    >>> import tempfile
+    >>> import joblib
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import Checkpoint
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "model.joblib")
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), tol=1.0, n_iter_no_change=1,
+    ...                     random_state=0, device="cpu",
+    ...                     callbacks=[Checkpoint(path, monitor=None)]).fit(X, y)
+    >>> clf.callbacks_[0].saved_epochs_
+    [1, 2, 3]
+    >>> type(joblib.load(path)).__name__
+    'MLPClassifier'
+    >>> tmp.cleanup()
     """
 
     def __init__(self, path, monitor="valid_loss", mode="auto"):
@@ -263,6 +300,20 @@ class LRScheduler(Callback):
         For ``'plateau'``.
     min_lr : float, default=0.0
         The rate never goes below this.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import LRScheduler
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> halve = LRScheduler(policy="step", step_size=1, gamma=0.5)
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), solver="sgd", learning_rate_init=0.1,
+    ...                     tol=1.0, n_iter_no_change=1, random_state=0, device="cpu",
+    ...                     callbacks=[halve]).fit(X, y)
+    >>> [row["learning_rate"] for row in clf.history_]
+    [0.1, 0.05, 0.025]
     """
 
     def __init__(
@@ -322,6 +373,18 @@ class TerminateOnNaN(Callback):
     Without it, a non-finite loss stops training with a ValueError and leaves
     the model as it was before ``fit``. With it, training stops with a warning
     and the model keeps the weights of the last epoch whose loss was finite.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import TerminateOnNaN
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), tol=1.0, n_iter_no_change=1,
+    ...                     random_state=0, device="cpu", callbacks=[TerminateOnNaN()])
+    >>> len(clf.fit(X, y).history_)  # finite losses: training as usual
+    3
     """
 
     def on_train_begin(self, state):
@@ -353,6 +416,18 @@ class ProgressBar(Callback):
     Draws a tqdm bar when tqdm is installed (``sknet-nn[progress]``) and stderr
     is a terminal; otherwise (a log file, a notebook's captured output, no
     tqdm) prints one line per epoch instead.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import ProgressBar
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), tol=1.0, n_iter_no_change=1,
+    ...                     random_state=0, device="cpu", callbacks=[ProgressBar()])
+    >>> len(clf.fit(X, y).history_)  # the progress went to stderr
+    3
     """
 
     def on_train_begin(self, state):
@@ -405,6 +480,21 @@ class PrintLog(Callback):
     Columns: epoch, train loss, validation loss and score (``-`` without a
     validation set), learning rate, seconds. ``verbose=True`` prints
     scikit-learn's own lines instead; both can be on.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import PrintLog
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), tol=1.0, n_iter_no_change=1,
+    ...                     random_state=0, device="cpu", callbacks=[PrintLog()])
+    >>> clf = clf.fit(X, y)  # doctest: +ELLIPSIS
+    epoch  train_loss  valid_loss  valid_score         lr  seconds
+        1  ...           -            -      0.001  ...
+        2  ...
+        3  ...
     """
 
     HEADER = (
@@ -463,6 +553,24 @@ class Unfreeze(Callback):
     ----------
     unfrozen_ : list of int
         The layers this callback unfroze in the last fit.
+
+    Examples
+    --------
+    Train a new head on a frozen hidden layer for one epoch, then everything:
+
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import ConvNetClassifier
+    >>> from sknet.callbacks import Unfreeze
+    >>> from sknet.layers import Dense, Flatten
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> layers = [Flatten(), Dense(16, activation="relu", trainable=False)]
+    >>> clf = ConvNetClassifier(layers=layers, tol=1.0, n_iter_no_change=1, random_state=0,
+    ...                         device="cpu", callbacks=[Unfreeze(epoch=2)]).fit(X, y)
+    >>> clf.callbacks_[0].unfrozen_
+    [1]
+    >>> clf.layers_[1].trainable, clf.layers[1].trainable
+    (True, False)
     """
 
     def __init__(self, epoch=5, layers=None, lr_scale=None):

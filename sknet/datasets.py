@@ -64,6 +64,24 @@ def read_idx(path):
     ------
     ValueError
         If the file is not a well-formed IDX file.
+
+    Examples
+    --------
+    A 2 x 3 array of unsigned bytes (type code 0x08), written and read back:
+
+    >>> import os
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from sknet.datasets import read_idx
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "tiny-idx2-ubyte")
+    >>> header = bytes([0, 0, 0x08, 2]) + np.array([2, 3], ">u4").tobytes()
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(header + bytes(range(6)))
+    >>> read_idx(path)
+    array([[0, 1, 2],
+           [3, 4, 5]], dtype=uint8)
+    >>> tmp.cleanup()
     """
     path = Path(path)
     with open(path, "rb") as f:
@@ -375,6 +393,25 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
         On a file Pillow cannot read, an image of another size (without
         ``image_size``), a class folder with no image, or no class at all;
         the message names the file or folder.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from PIL import Image
+    >>> from sknet.datasets import load_image_folder
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> for name, gray in [("cat", 0), ("dog", 255)]:
+    ...     (Path(tmp.name) / name).mkdir()
+    ...     Image.new("RGB", (4, 3), (gray, gray, gray)).save(Path(tmp.name) / name / "1.png")
+    >>> X, y, classes = load_image_folder(tmp.name)
+    >>> X.shape, X.dtype, classes
+    ((2, 3, 3, 4), dtype('float32'), ['cat', 'dog'])
+    >>> y.tolist(), float(X[y == 1].max())
+    ([0, 1], 1.0)
+    >>> load_image_folder(tmp.name, (2, 2), color_mode="grayscale")[0].shape
+    (2, 1, 2, 2)
+    >>> tmp.cleanup()
     """
     try:
         from PIL import Image, UnidentifiedImageError

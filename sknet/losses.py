@@ -217,6 +217,21 @@ class LogLoss(_SoftmaxLogLoss):
 
     Softmax outputs for multiclass targets; logistic outputs, with the binary
     log-loss summed over labels, for binary and multilabel targets.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import LogLoss
+    >>> Z = np.array([[2.0, 0.0], [0.0, 1.0]])  # raw outputs for two classes
+    >>> Y = np.array([[1.0, 0.0], [1.0, 0.0]])  # both samples of the first class
+    >>> values, dZ = LogLoss().loss_and_gradient(Z, Y)
+    >>> values.round(3)  # -log softmax(Z)[y]
+    array([0.127, 1.313])
+    >>> dZ.round(3)  # softmax(Z) - Y
+    array([[-0.119,  0.119],
+           [-0.731,  0.731]])
+    >>> LogLoss().for_target("binary").out_activation
+    'logistic'
     """
 
     def for_target(self, target_type):
@@ -236,6 +251,28 @@ class FocalLoss(Loss):
     ----------
     gamma : float, default=2.0
         Focusing exponent, ``>= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import FocalLoss, LogLoss
+    >>> Z = np.array([[2.0, 0.0], [0.0, 1.0]])  # an easy sample, then a hard one
+    >>> Y = np.array([[1.0, 0.0], [1.0, 0.0]])
+    >>> LogLoss().loss_and_gradient(Z, Y)[0].round(3)
+    array([0.127, 1.313])
+    >>> focal = FocalLoss(gamma=2.0).for_target("multiclass")
+    >>> focal.loss_and_gradient(Z, Y)[0].round(3)  # the easy sample counts far less
+    array([0.002, 0.702])
+
+    As an estimator's loss:
+
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = MLPClassifier(loss=FocalLoss(gamma=1.0), hidden_layer_sizes=(16,), tol=1.0,
+    ...                     n_iter_no_change=1, random_state=0, device="cpu")
+    >>> clf.fit(X[:200] / 16, y[:200]).out_activation_
+    'softmax'
     """
 
     def __init__(self, gamma=2.0):
@@ -285,6 +322,19 @@ class SquaredError(_CanonicalLoss):
     scikit-learn reports this loss averaged over outputs but steps along the
     gradient of the sum; here the gradient is that of the reported loss, so
     ``solver='lbfgs'`` sees a consistent pair. With one output the two agree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import SquaredError
+    >>> Z = np.array([[0.5], [3.0]])  # predictions (the output is the identity)
+    >>> Y = np.array([[0.0], [1.0]])
+    >>> values, dZ = SquaredError().loss_and_gradient(Z, Y)
+    >>> values  # (z - y)^2 / 2
+    array([0.125, 2.   ])
+    >>> dZ  # z - y
+    array([[0.5],
+           [2. ]])
     """
 
     def per_sample(self, Z, Y, P):
@@ -297,7 +347,20 @@ class SquaredError(_CanonicalLoss):
 
 
 class AbsoluteError(Loss):
-    """Identity output with the absolute error, averaged over outputs (a median)."""
+    """Identity output with the absolute error, averaged over outputs (a median).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import AbsoluteError
+    >>> Z = np.array([[0.5], [3.0]])
+    >>> Y = np.array([[0.0], [1.0]])
+    >>> values, dZ = AbsoluteError().loss_and_gradient(Z, Y)
+    >>> values  # |z - y|
+    array([0.5, 2. ])
+    >>> dZ.ravel()  # sign(z - y)
+    array([1., 1.])
+    """
 
     def loss_and_gradient(self, Z, Y):
         xp = get_array_module(Z)
@@ -316,6 +379,18 @@ class Huber(Loss):
     delta : float, default=1.0
         Where the loss turns linear, in the units of ``y`` (scale ``y``, or
         choose ``delta`` from the residuals you expect).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import Huber
+    >>> Z = np.array([[0.5], [3.0]])  # residuals 0.5 and 2
+    >>> Y = np.array([[0.0], [1.0]])
+    >>> values, dZ = Huber(delta=1.0).loss_and_gradient(Z, Y)
+    >>> values  # quadratic, then linear
+    array([0.125, 1.5  ])
+    >>> dZ.ravel()  # the residual, clipped to [-delta, delta]
+    array([0.5, 1. ])
     """
 
     def __init__(self, delta=1.0):
@@ -341,6 +416,25 @@ class Quantile(Loss):
     quantile : float, default=0.5
         In ``(0, 1)``; 0.5 is the median, 0.9 a value that 90% of targets
         fall below.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import Quantile
+    >>> Z = np.array([[0.0], [0.0]])
+    >>> Y = np.array([[1.0], [-1.0]])  # one target above the prediction, one below
+    >>> values, dZ = Quantile(quantile=0.9).loss_and_gradient(Z, Y)
+    >>> values.round(3)  # predicting too low costs 9 times more than too high
+    array([0.9, 0.1])
+
+    As an estimator's loss, predicting the 90th percentile:
+
+    >>> from sknet import MLPRegressor
+    >>> X = np.linspace(0, 1, 50).reshape(-1, 1)
+    >>> reg = MLPRegressor(loss=Quantile(quantile=0.9), hidden_layer_sizes=(8,), tol=1.0,
+    ...                    n_iter_no_change=1, random_state=0, device="cpu")
+    >>> reg.fit(X, X.ravel()).predict(X[:3]).shape
+    (3,)
     """
 
     def __init__(self, quantile=0.5):
@@ -360,7 +454,33 @@ class Quantile(Loss):
 
 
 class Poisson(_CanonicalLoss):
-    """Exponential output (log link) with half the Poisson deviance; ``y >= 0``."""
+    """Exponential output (log link) with half the Poisson deviance; ``y >= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.losses import Poisson
+    >>> Z = np.array([[0.0], [1.0]])  # raw outputs: the log of the predictions
+    >>> Poisson().output(Z.copy()).round(3)
+    array([[1.   ],
+           [2.718]])
+    >>> Z = np.array([[0.0], [0.0]])  # predicting 1 for both samples
+    >>> Y = np.array([[0.0], [1.0]])
+    >>> values, dZ = Poisson().loss_and_gradient(Z, Y)
+    >>> values  # y log(y / p) - y + p: zero for the exact prediction
+    array([1., 0.])
+
+    As an estimator's loss (``loss="poisson"`` is the same):
+
+    >>> from sknet import MLPRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(size=(50, 2))
+    >>> counts = rng.poisson(3 * X[:, 0])
+    >>> reg = MLPRegressor(loss=Poisson(), hidden_layer_sizes=(8,), tol=1.0,
+    ...                    n_iter_no_change=1, random_state=0, device="cpu")
+    >>> bool((reg.fit(X, counts).predict(X) > 0).all())  # exp output: always positive
+    True
+    """
 
     out_activation = "exp"
 

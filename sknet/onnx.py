@@ -49,6 +49,27 @@ def register_onnx_converters():
 
     After this call, ``skl2onnx.to_onnx`` and ``skl2onnx.convert_sklearn`` take
     sknet MLPs, alone or inside a Pipeline. Calling it again is harmless.
+
+    Examples
+    --------
+    A pipeline with an sknet MLP, converted by skl2onnx itself:
+
+    >>> import numpy as np
+    >>> from skl2onnx import to_onnx
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from sknet import MLPRegressor
+    >>> from sknet.onnx import register_onnx_converters
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X = X[:200].astype(np.float32)
+    >>> reg = MLPRegressor(hidden_layer_sizes=(8,), tol=1.0, n_iter_no_change=1,
+    ...                    random_state=0, device="cpu")
+    >>> pipe = make_pipeline(StandardScaler(), reg).fit(X, y[:200])
+    >>> register_onnx_converters()
+    >>> onx = to_onnx(pipe, X[:1])
+    >>> type(onx).__name__, [output.name for output in onx.graph.output]
+    ('ModelProto', ['variable'])
     """
     from skl2onnx import update_registered_converter
     from skl2onnx.common.shape_calculator import (
@@ -94,11 +115,20 @@ def to_onnx(estimator, *, target_opset=None):
 
     Examples
     --------
-    >>> import onnxruntime  # doctest: +SKIP
+    >>> import numpy as np
+    >>> import onnxruntime
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
     >>> from sknet.onnx import to_onnx
-    >>> model = to_onnx(clf)  # doctest: +SKIP
-    >>> session = onnxruntime.InferenceSession(model.SerializeToString())  # doctest: +SKIP
-    >>> labels, proba = session.run(None, {"X": X.astype("float32")})  # doctest: +SKIP
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), tol=1.0, n_iter_no_change=1,
+    ...                     random_state=0, device="cpu").fit(X, y)
+    >>> model = to_onnx(clf)
+    >>> session = onnxruntime.InferenceSession(model.SerializeToString())
+    >>> labels, proba = session.run(None, {"X": X.astype("float32")})
+    >>> labels.shape, np.allclose(proba, clf.predict_proba(X), atol=1e-5)
+    ((200,), True)
     """
     if not isinstance(estimator, (MLPClassifier, MLPRegressor)):
         raise TypeError(

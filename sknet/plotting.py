@@ -21,9 +21,20 @@ def plot_learning_curves(estimator, ax=None):
 
     Examples
     --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")  # draw without a window
+    >>> import matplotlib.pyplot as plt
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
     >>> from sknet.plotting import plot_learning_curves
-    >>> ax = plot_learning_curves(clf)  # doctest: +SKIP
-    >>> ax.figure.savefig("learning_curves.png")  # doctest: +SKIP
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), early_stopping=True, tol=1.0,
+    ...                     n_iter_no_change=1, random_state=0, device="cpu")
+    >>> clf = clf.fit(X[:200] / 16, y[:200])
+    >>> ax = plot_learning_curves(clf)
+    >>> ax.get_xlabel(), ax.get_ylabel(), ax.score_ax.get_ylabel()
+    ('epoch', 'loss', 'validation score')
+    >>> plt.close(ax.figure)
     """
     history = getattr(estimator, "history_", None)
     if not history:

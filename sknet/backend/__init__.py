@@ -101,6 +101,17 @@ def get_backend(device="auto"):
     ------
     ValueError
         If the string is not a device, or names a CUDA device that is not there.
+
+    Examples
+    --------
+    >>> from sknet.backend import get_backend
+    >>> backend = get_backend("cpu")
+    >>> backend
+    NumpyBackend('cpu')
+    >>> backend.xp.__name__  # the array module of the device
+    'numpy'
+    >>> backend.to_numpy(backend.asarray([1.0, 2.0]))
+    array([1., 2.])
     """
     kind, device_id = _parse_device(device)
     if kind == "auto":

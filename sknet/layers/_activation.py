@@ -20,6 +20,18 @@ class Activation(Layer):
     Notes
     -----
     Input shape: any. Output shape: same as input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Activation
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = Activation("relu")
+    >>> layer.build((3,), backend=backend, dtype=np.float32, rng=rng)
+    (3,)
+    >>> layer.forward(np.array([[-1.0, 0.0, 2.0]], np.float32), training=False)
+    array([[0., 0., 2.]], dtype=float32)
     """
 
     def __init__(self, activation="relu"):

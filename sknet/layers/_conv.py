@@ -104,6 +104,20 @@ class Conv2D(Layer):
     -----
     Input shape: ``(batch, C, H, W)``. Output shape: ``(batch, filters, OH, OW)``
     with ``OH = (H + 2 * ph - kh) // sh + 1`` (likewise ``OW``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Conv2D
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = Conv2D(8, kernel_size=3, padding="same", activation="relu")
+    >>> layer.build((1, 6, 6), backend=backend, dtype=np.float32, rng=rng)
+    (8, 6, 6)
+    >>> layer.params["W"].shape
+    (8, 1, 3, 3)
+    >>> layer.forward(np.ones((2, 1, 6, 6), np.float32), training=False).shape
+    (2, 8, 6, 6)
     """
 
     regularized = ("W",)

@@ -46,6 +46,20 @@ class Dense(Layer):
     -----
     Input shape: ``(batch, n_features)``, dense or (as a first layer) sparse.
     Output shape: ``(batch, units)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Dense
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = Dense(4, activation="relu")
+    >>> layer.build((3,), backend=backend, dtype=np.float32, rng=rng)
+    (4,)
+    >>> layer.params["W"].shape, layer.params["b"].shape
+    ((3, 4), (4,))
+    >>> layer.forward(np.ones((2, 3), np.float32), training=False).shape
+    (2, 4)
     """
 
     accepts_sparse = True

@@ -22,6 +22,21 @@ class Dropout(Layer):
     Notes
     -----
     Input shape: any. Output shape: same as input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Dropout
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = Dropout(rate=0.5)
+    >>> layer.build((4,), backend=backend, dtype=np.float32, rng=rng)
+    (4,)
+    >>> X = np.ones((2, 4), np.float32)
+    >>> layer.forward(X, training=False) is X  # the identity at prediction time
+    True
+    >>> np.unique(layer.forward(X, training=True))  # dropped, or kept and doubled
+    array([0., 2.], dtype=float32)
     """
 
     def __init__(self, rate=0.5):

@@ -34,6 +34,22 @@ class BatchNorm(Layer):
     -----
     Input shape: ``(batch, features)`` or ``(batch, C, H, W)``. Output shape:
     same as input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import BatchNorm
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = BatchNorm()
+    >>> layer.build((2,), backend=backend, dtype=np.float32, rng=rng)
+    (2,)
+    >>> X = np.array([[0.0, 10.0], [2.0, 20.0]], np.float32)
+    >>> layer.forward(X, training=True).round(3)  # each feature: mean 0, variance 1
+    array([[-1., -1.],
+           [ 1.,  1.]], dtype=float32)
+    >>> layer.state["running_mean"]  # 0.9 * 0 + 0.1 * the batch mean
+    array([0.1, 1.5], dtype=float32)
     """
 
     def __init__(self, momentum=0.9, epsilon=1e-5, *, trainable=True, lr_scale=1.0, weights=None):

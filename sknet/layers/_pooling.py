@@ -66,6 +66,20 @@ class MaxPool2D(_Pool2D):
     Notes
     -----
     Input shape: ``(batch, C, H, W)``. Output shape: ``(batch, C, OH, OW)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import MaxPool2D
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = MaxPool2D(pool_size=2)
+    >>> layer.build((1, 4, 4), backend=backend, dtype=np.float32, rng=rng)
+    (1, 2, 2)
+    >>> X = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> layer.forward(X, training=False)
+    array([[[[ 5.,  7.],
+             [13., 15.]]]], dtype=float32)
     """
 
     def forward(self, X, *, training):
@@ -107,6 +121,20 @@ class AvgPool2D(_Pool2D):
     Notes
     -----
     Input shape: ``(batch, C, H, W)``. Output shape: ``(batch, C, OH, OW)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import AvgPool2D
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = AvgPool2D(pool_size=2)
+    >>> layer.build((1, 4, 4), backend=backend, dtype=np.float32, rng=rng)
+    (1, 2, 2)
+    >>> X = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> layer.forward(X, training=False)
+    array([[[[ 2.5,  4.5],
+             [10.5, 12.5]]]], dtype=float32)
     """
 
     def forward(self, X, *, training):
@@ -134,6 +162,19 @@ class GlobalAvgPool2D(Layer):
     Notes
     -----
     Input shape: ``(batch, C, H, W)``. Output shape: ``(batch, C)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import GlobalAvgPool2D
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = GlobalAvgPool2D()
+    >>> layer.build((2, 4, 4), backend=backend, dtype=np.float32, rng=rng)
+    (2,)
+    >>> X = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
+    >>> layer.forward(X, training=False)
+    array([[ 7.5, 23.5]], dtype=float32)
     """
 
     def build(self, input_shape, *, backend, dtype, rng):

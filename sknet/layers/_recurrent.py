@@ -196,6 +196,18 @@ class SimpleRNN(_Recurrent):
     Notes
     -----
     Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import SimpleRNN
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = SimpleRNN(4, return_sequences=True)
+    >>> layer.build((5, 3), backend=backend, dtype=np.float32, rng=rng)  # 5 steps, 3 features
+    (5, 4)
+    >>> layer.forward(np.ones((2, 5, 3), np.float32), training=False).shape
+    (2, 5, 4)
     """
 
     def __init__(
@@ -266,6 +278,22 @@ class LSTM(_Recurrent):
     Notes
     -----
     Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import LSTM
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = LSTM(4, bidirectional=True)
+    >>> layer.build((5, 3), backend=backend, dtype=np.float32, rng=rng)
+    (8,)
+    >>> sorted(layer.params)  # "r": the reversed direction
+    ['U', 'Ur', 'W', 'Wr', 'b', 'br']
+    >>> layer.params["W"].shape  # the four gates side by side
+    (3, 16)
+    >>> layer.forward(np.ones((2, 5, 3), np.float32), training=False).shape
+    (2, 8)
     """
 
     n_gates = 4
@@ -396,6 +424,24 @@ class GRU(_Recurrent):
     Notes
     -----
     Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import GRU
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = GRU(4)
+    >>> layer.build((5, 3), backend=backend, dtype=np.float32, rng=rng)
+    (4,)
+    >>> X = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    >>> mask = np.array([[True] * 5, [True] * 3 + [False] * 2])  # the second is padded
+    >>> Y = layer.forward(X, training=False, mask=mask)
+    >>> Y.shape
+    (2, 4)
+    >>> X[1, 3:] = 99.0  # the padding changes nothing
+    >>> np.allclose(layer.forward(X, training=False, mask=mask), Y)
+    True
     """
 
     n_gates = 3

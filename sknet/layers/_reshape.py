@@ -11,6 +11,18 @@ class Flatten(Layer):
     Notes
     -----
     Input shape: ``(batch, d1, d2, ...)``. Output shape: ``(batch, d1 * d2 * ...)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Flatten
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = Flatten()
+    >>> layer.build((2, 3, 3), backend=backend, dtype=np.float32, rng=rng)
+    (18,)
+    >>> layer.forward(np.ones((5, 2, 3, 3), np.float32), training=False).shape
+    (5, 18)
     """
 
     def build(self, input_shape, *, backend, dtype, rng):

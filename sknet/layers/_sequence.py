@@ -28,6 +28,19 @@ class Embedding(Layer):
     Input shape: ``(batch, timesteps)`` of integer ids (any numeric dtype
     holding whole numbers). Output shape: ``(batch, timesteps, output_dim)``.
     It is always a first layer: there is no gradient with respect to ids.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Embedding
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = Embedding(input_dim=10, output_dim=4)
+    >>> layer.build((5,), backend=backend, dtype=np.float32, rng=rng)  # 5 ids a sample
+    (5, 4)
+    >>> ids = np.array([[1, 2, 3, 0, 0], [4, 4, 9, 9, 1]])
+    >>> layer.forward(ids, training=False).shape
+    (2, 5, 4)
     """
 
     def __init__(self, input_dim, output_dim, *, trainable=True, lr_scale=1.0, weights=None):
@@ -94,6 +107,20 @@ class TimeDistributed(Layer):
     Input shape: ``(batch, timesteps, ...)``. Output shape:
     ``(batch, timesteps, ...)`` with the inner layer's per-step output shape.
     The inner layer's parameters are this layer's parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import Dense, TimeDistributed
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = TimeDistributed(Dense(2))
+    >>> layer.build((5, 3), backend=backend, dtype=np.float32, rng=rng)
+    (5, 2)
+    >>> layer.params["W"].shape  # one Dense, shared by every step
+    (3, 2)
+    >>> layer.forward(np.ones((4, 5, 3), np.float32), training=False).shape
+    (4, 5, 2)
     """
 
     def __init__(self, layer):
@@ -180,6 +207,21 @@ class GlobalAvgPool1D(Layer):
     -----
     Input shape: ``(batch, timesteps, features)``; takes a ``mask``.
     Output shape: ``(batch, features)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet.backend import get_backend
+    >>> from sknet.layers import GlobalAvgPool1D
+    >>> backend, rng = get_backend("cpu"), np.random.RandomState(0)
+    >>> layer = GlobalAvgPool1D()
+    >>> layer.build((3, 2), backend=backend, dtype=np.float32, rng=rng)
+    (2,)
+    >>> X = np.arange(6, dtype=np.float32).reshape(1, 3, 2)
+    >>> layer.forward(X, training=False)
+    array([[2., 3.]], dtype=float32)
+    >>> layer.forward(X, training=False, mask=np.array([[True, True, False]]))
+    array([[1., 2.]], dtype=float32)
     """
 
     supports_mask = True
