@@ -47,6 +47,7 @@ _quick = [
     "custom_losses",
     "features_and_ensembles",
     "plot_learning_curves",
+    "residual_convnet",
     "transfer_learning",
     "persistence_skops_onnx",
 ]

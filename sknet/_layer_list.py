@@ -7,9 +7,8 @@ entries of the list) and the check that the list holds layers.
 
 from numbers import Integral
 
-from sklearn.base import clone
-
 from sknet.layers import Dropout, Layer
+from sknet.layers._base import NestedListParams
 
 
 def positive_ints(value, name, allow_empty=True):
@@ -24,44 +23,8 @@ def positive_ints(value, name, allow_empty=True):
     return [int(v) for v in values]
 
 
-class LayerListMixin:
+class LayerListMixin(NestedListParams):
     """Nested ``layers__<i>__<param>`` parameters; list it first in the bases."""
-
-    def get_params(self, deep=True):
-        params = super().get_params(deep=False)
-        if deep and isinstance(self.layers, (list, tuple)):
-            for i, layer in enumerate(self.layers):
-                params[f"layers__{i}"] = layer
-                if isinstance(layer, Layer):
-                    for key, value in layer.get_params(deep=True).items():
-                        params[f"layers__{i}__{key}"] = value
-        return params
-
-    def set_params(self, **params):
-        nested = {k: params.pop(k) for k in list(params) if k.startswith("layers__")}
-        super().set_params(**params)
-        if nested:
-            if not isinstance(self.layers, (list, tuple)):
-                raise ValueError(
-                    f"Cannot set {sorted(nested)}: this {type(self).__name__} has no "
-                    "`layers` list."
-                )
-            layers, copied = list(self.layers), set()
-            for key, value in nested.items():
-                _, index, *rest = key.split("__", 2)
-                if not index.isdigit() or int(index) >= len(layers):
-                    raise ValueError(
-                        f"Invalid parameter {key!r}: `layers` has {len(layers)} entries."
-                    )
-                i = int(index)
-                if not rest:
-                    layers[i], copied = value, copied | {i}
-                    continue
-                if i not in copied:  # never modify the caller's layer objects
-                    layers[i], copied = clone(layers[i]), copied | {i}
-                layers[i].set_params(**{rest[0]: value})
-            self.layers = layers
-        return self
 
     def _check_layer_list(self):
         """The ``layers`` list holds layers; no dropout with the lbfgs solver."""

@@ -107,9 +107,24 @@ class Network:
         for layer in reversed(self.layers[self.__dict__.get("_backward_from", 0) :]):
             dY = layer.backward(dY)
 
+    def leaves(self):
+        """``(key, layer)`` for every layer that holds its own parameters.
+
+        Containers (:meth:`Layer.sublayers`) are opened: their blocks are the
+        leaves. ``key`` is the layer's index, or a tuple of indices for a
+        layer inside a container.
+        """
+        return list(_leaves(self.layers, ()))
+
     def trainable_layers(self):
-        """Indices of the layers whose parameters training updates."""
-        return [i for i, layer in enumerate(self.layers) if layer.params and layer.trainable]
+        """Indices of the (top-level) layers with parameters that training updates."""
+        return sorted(
+            {
+                key if isinstance(key, int) else key[0]
+                for key, leaf in self.leaves()
+                if leaf.params and leaf.trainable
+            }
+        )
 
     def take_training_flags(self, layers):
         """Copy ``trainable``/``lr_scale`` from unbuilt ``layers`` onto the built ones.
@@ -233,7 +248,20 @@ class Network:
             layer.backend_ = self.backend
 
 
+def _leaves(layers, path):
+    for i, layer in enumerate(layers):
+        inner = layer.sublayers()
+        if inner:
+            yield from _leaves(inner, path + (i,))
+        else:
+            yield (i if not path else path + (i,)), layer
+
+
 def _copy_training_flags(source, built):
+    if built.sublayers():  # a container: its blocks follow the layers it was given
+        for block_source, block in zip(source._source_layers(), built.sublayers()):
+            _copy_training_flags(block_source, block)
+        return
     inner = getattr(built, "inner_", None)
     if inner is not None:  # a container (TimeDistributed): its layer, and the built copy
         _copy_training_flags(source.layer, built.layer)

@@ -228,11 +228,10 @@ class Trainer:
         Frozen layers stay out: no gradient, no optimizer state, no penalty.
         """
         xp, dtype = self.backend.xp, self.network.dtype
-        trainable = set(self.network.trainable_layers())
         groups = {}
-        for i, layer in enumerate(self.network.layers):
-            layer.grads.clear()  # in place: containers share the dict with inner layers
-            if i not in trainable:
+        for i, layer in self.network.leaves():
+            layer.grads.clear()  # in place: TimeDistributed shares it with its layer
+            if not layer.trainable:
                 for key, param in layer.params.items():
                     if param.base is not None:  # detach from an earlier fit's flat array
                         layer.params[key] = param = param.copy()

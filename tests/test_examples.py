@@ -38,6 +38,11 @@ def test_custom_losses():
     assert "huber (delta=1)" in out and "LogCosh regressor" in out
 
 
+def test_residual_convnet():
+    out = run_example("residual_convnet.py")
+    assert "residual ConvNet" in out and "layers__1__layers__0__filters" in out
+
+
 def test_features_and_ensembles():
     out = run_example("features_and_ensembles.py")
     assert "soft voting" in out and "frozen fitted ConvNet" in out

@@ -7,6 +7,7 @@ you write with :func:`sknet.utils.check_layer_gradients`.
 
 from sknet.layers._activation import Activation
 from sknet.layers._base import Layer
+from sknet.layers._containers import Concatenate, Residual, Sequential
 from sknet.layers._conv import Conv2D
 from sknet.layers._dense import Dense
 from sknet.layers._dropout import Dropout
@@ -21,6 +22,7 @@ __all__ = [
     "Activation",
     "AvgPool2D",
     "BatchNorm",
+    "Concatenate",
     "Conv2D",
     "Dense",
     "Dropout",
@@ -32,6 +34,8 @@ __all__ = [
     "LSTM",
     "Layer",
     "MaxPool2D",
+    "Residual",
+    "Sequential",
     "SimpleRNN",
     "TimeDistributed",
     "from_estimator",

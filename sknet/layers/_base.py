@@ -3,7 +3,7 @@
 from numbers import Real
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
 _TRAINABLE_DOC = """\
     trainable : bool, default=True
@@ -166,6 +166,10 @@ class Layer(BaseEstimator):
         """Given dLoss/dY, write ``self.grads`` and return dLoss/dX."""
         raise NotImplementedError(f"{type(self).__name__} must implement backward")
 
+    def sublayers(self):
+        """The built layers inside this one (containers); the trainer trains those."""
+        return []
+
     def values_per_sample(self):
         """Size of the largest array the forward pass makes per sample.
 
@@ -285,3 +289,61 @@ def build_layer(layer, input_shape, *, backend, dtype, rng):
     layer.output_shape_ = tuple(int(d) for d in shape)
     layer.load_weights()
     return layer.output_shape_
+
+
+class NestedListParams:
+    """Nested ``<list>__<i>__<param>`` parameters for list-of-layers parameters.
+
+    ``GridSearchCV`` can then search the entries of a ``layers`` list (of an
+    estimator or of a container layer), at any depth:
+    ``layers__0__layers__1__filters``. Objects in the list are never modified:
+    setting a nested parameter replaces the entry with a modified clone.
+    List it first in the bases; ``_list_params`` names the list parameters.
+    """
+
+    _list_params = ("layers",)
+
+    def get_params(self, deep=True):
+        params = super().get_params(deep=False)
+        if deep:
+            for name in self._list_params:
+                items = params.get(name)
+                if not isinstance(items, (list, tuple)):
+                    continue
+                for i, item in enumerate(items):
+                    params[f"{name}__{i}"] = item
+                    if isinstance(item, Layer):
+                        for key, value in item.get_params(deep=True).items():
+                            params[f"{name}__{i}__{key}"] = value
+        return params
+
+    def set_params(self, **params):
+        nested = {}
+        for name in self._list_params:
+            nested[name] = {k: params.pop(k) for k in list(params) if k.startswith(name + "__")}
+        super().set_params(**params)
+        for name, values in nested.items():
+            if values:
+                setattr(self, name, _set_in_list(self, name, values))
+        return self
+
+
+def _set_in_list(owner, name, values):
+    items = getattr(owner, name)
+    if not isinstance(items, (list, tuple)):
+        raise ValueError(
+            f"Cannot set {sorted(values)}: this {type(owner).__name__} has no `{name}` list."
+        )
+    items, copied = list(items), set()
+    for key, value in values.items():
+        _, index, *rest = key.split("__", 2)
+        if not index.isdigit() or int(index) >= len(items):
+            raise ValueError(f"Invalid parameter {key!r}: `{name}` has {len(items)} entries.")
+        i = int(index)
+        if not rest:
+            items[i], copied = value, copied | {i}
+            continue
+        if i not in copied:  # never modify the caller's layer objects
+            items[i], copied = clone(items[i]), copied | {i}
+        items[i].set_params(**{rest[0]: value})
+    return items

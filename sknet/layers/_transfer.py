@@ -80,6 +80,10 @@ def from_estimator(estimator, upto=None, trainable=False):
 
 
 def _copy_with_weights(layer, backend, trainable):
+    if layer.sublayers():  # a container: the same container of copied blocks
+        return layer._copy_with(
+            [_copy_with_weights(block, backend, trainable) for block in layer.sublayers()]
+        )
     copy = clone(layer)
     params = copy.get_params(deep=False)
     if "layer" in params and hasattr(layer, "inner_"):  # a container: copy its layer

@@ -1,0 +1,357 @@
+"""Container layers: networks beyond a plain stack.
+
+:class:`Sequential` runs layers one after another, :class:`Residual` adds a
+block's output to its input (``y = block(x) + shortcut(x)``) and
+:class:`Concatenate` runs branches side by side and joins their outputs. They
+are layers like any other, so they nest and go anywhere a layer goes (inside
+``ConvNetClassifier(layers=...)``, or inside each other), and their entries
+are grid-searchable parameters: ``layers__0__layers__1__filters``.
+
+A container builds copies of the layers it is given (``blocks_``); its
+``params``/``grads``/``state`` are read-only views gathering its blocks' (keys
+``'<block>.<key>'``); the trainer trains the blocks themselves
+(:meth:`Layer.sublayers`).
+"""
+
+import copy
+import math
+from collections.abc import MutableMapping
+
+import numpy as np
+from sklearn.base import clone
+
+from sknet.layers._base import Layer, NestedListParams, build_layer
+
+
+class _Container(NestedListParams, Layer):
+    """What every container shares: built blocks, gathered arrays, recursion."""
+
+    def _start_build(self, input_shape, backend, dtype):
+        # Layer.build would assign params/grads/state, which are views here.
+        self.backend_ = backend
+        self.dtype_ = np.dtype(dtype)
+        self.input_shape_ = tuple(int(d) for d in input_shape)
+        self._buffers, self._cache = {}, {}
+
+    def _build_blocks(self, layers, shape, backend, dtype, rng, name):
+        if not isinstance(layers, (list, tuple)) or not all(
+            isinstance(layer, Layer) for layer in layers
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: {name} must be a list of sknet layers, got {layers!r}"
+            )
+        blocks = [copy.deepcopy(layer) for layer in layers]
+        for block in blocks:
+            shape = build_layer(block, shape, backend=backend, dtype=dtype, rng=rng)
+        return blocks, shape
+
+    def sublayers(self):
+        return list(self.__dict__.get("blocks_", ()))
+
+    def _source_layers(self):
+        """The unbuilt layers the blocks were built from, in the same order."""
+        return list(self.layers)
+
+    def _copy_with(self, blocks):
+        """An unbuilt copy of this container made of ``blocks`` (``from_estimator``)."""
+        return clone(self).set_params(layers=blocks)
+
+    params = property(lambda self: _Gathered(self.sublayers(), "params"))
+    grads = property(lambda self: _Gathered(self.sublayers(), "grads"))
+    state = property(lambda self: _Gathered(self.sublayers(), "state"))
+
+    @property
+    def trainable(self):
+        """Whether any block trains (set ``trainable`` on the blocks themselves)."""
+        return any(block.trainable for block in self.__dict__.get("blocks_", ()))
+
+    @property
+    def regularized(self):
+        return ()
+
+    def values_per_sample(self):
+        return max(block.values_per_sample() for block in self.sublayers())
+
+    def _run(self, blocks, X, training):
+        for block in blocks:
+            X = block.forward(X, training=training)
+        return X
+
+    def _back(self, blocks, dY, skip_input_grad):
+        for i in range(len(blocks) - 1, -1, -1):
+            blocks[i].skip_input_grad = skip_input_grad and i == 0
+            dY = blocks[i].backward(dY)
+        return dY
+
+    def release(self):
+        for block in self.sublayers():
+            block.release()
+        self._buffers, self._cache = {}, {}
+
+    def to_backend(self, backend):
+        for block in self.sublayers():
+            block.to_backend(backend)
+        self.backend_ = backend
+        self._buffers, self._cache = {}, {}
+        return self
+
+    def astype(self, dtype):
+        for block in self.sublayers():
+            block.astype(dtype)
+        self.dtype_ = np.dtype(dtype)
+        return self
+
+    def reseed(self, offset):
+        for block in self.sublayers():
+            block.reseed(offset)
+
+    def load_weights(self):
+        """Containers carry no weights of their own: their blocks do."""
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for block in self.__dict__.get("blocks_", ()):
+            block.backend_ = self.backend_
+
+
+class Sequential(_Container):
+    """Layers run one after another, as one layer.
+
+    Parameters
+    ----------
+    layers : list of Layer
+        The layers, first to last (copied when built, never modified).
+
+    Notes
+    -----
+    Input shape: the first layer's. Output shape: the last layer's.
+
+    Examples
+    --------
+    >>> from sknet.layers import Dense, Sequential
+    >>> block = Sequential([Dense(8, activation="relu"), Dense(4)])
+    >>> block.get_params()["layers__0__units"]
+    8
+    """
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        self._start_build(input_shape, backend, dtype)
+        self.blocks_, shape = self._build_blocks(
+            self.layers, self.input_shape_, backend, dtype, rng, "layers"
+        )
+        self.output_shape_ = shape
+        return shape
+
+    def forward(self, X, *, training):
+        return self._run(self.blocks_, X, training)
+
+    def backward(self, dY):
+        return self._back(self.blocks_, dY, self.skip_input_grad)
+
+
+class Residual(_Container):
+    """A residual block: ``y = block(x) + shortcut(x)`` (He et al., 2016).
+
+    Parameters
+    ----------
+    layers : list of Layer
+        The block. Its output is added to the shortcut's.
+    shortcut : list of Layer or None, default=None
+        The other path. ``None``: the identity when the block keeps the shape
+        of its input; otherwise a learned projection to the block's output
+        shape (a 1x1 convolution with the block's stride for images, a
+        ``Dense`` layer for flat samples).
+
+    Notes
+    -----
+    Input shape: any the block takes. Output shape: the block's.
+
+    Examples
+    --------
+    >>> from sknet.layers import BatchNorm, Conv2D, Residual
+    >>> block = Residual([Conv2D(8, 3, padding="same", activation="relu"),
+    ...                   Conv2D(8, 3, padding="same"), BatchNorm()])
+    >>> sorted(block.get_params())[:3]
+    ['layers', 'layers__0', 'layers__0__activation']
+    """
+
+    _list_params = ("layers", "shortcut")
+
+    def __init__(self, layers, shortcut=None):
+        self.layers = layers
+        self.shortcut = shortcut
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        self._start_build(input_shape, backend, dtype)
+        self.block_, shape = self._build_blocks(
+            self.layers, self.input_shape_, backend, dtype, rng, "layers"
+        )
+        shortcut = self.shortcut
+        if shortcut is None and shape != self.input_shape_:
+            shortcut = [_projection(self.input_shape_, shape)]
+        self.shortcut_, short_shape = [], self.input_shape_
+        if shortcut is not None:
+            self.shortcut_, short_shape = self._build_blocks(
+                shortcut, self.input_shape_, backend, dtype, rng, "shortcut"
+            )
+        if short_shape != shape:
+            raise ValueError(
+                f"Residual: the block outputs samples of shape {shape} but the shortcut "
+                f"{short_shape}; they must match to be added"
+            )
+        self.blocks_ = self.block_ + self.shortcut_
+        self.output_shape_ = shape
+        return shape
+
+    def _source_layers(self):
+        return list(self.layers) + list(self.shortcut or [])
+
+    def _copy_with(self, blocks):
+        n = len(self.block_)  # the shortcut's blocks follow (an automatic one too)
+        return clone(self).set_params(layers=blocks[:n], shortcut=blocks[n:] or None)
+
+    def forward(self, X, *, training):
+        Y = self._run(self.block_, X, training)
+        S = self._run(self.shortcut_, X, training) if self.shortcut_ else X
+        return Y + S
+
+    def backward(self, dY):
+        skip = self.skip_input_grad
+        dS = dY if not self.shortcut_ else self._back(self.shortcut_, dY.copy(), skip)
+        dX = self._back(self.block_, dY.copy() if not self.shortcut_ else dY, skip)
+        if skip:
+            return None
+        return dX + dS
+
+
+class Concatenate(_Container):
+    """Branches run side by side on the same input, their outputs joined.
+
+    Parameters
+    ----------
+    branches : list of Layer
+        One layer per branch (a :class:`Sequential` for several).
+    axis : int, default=0
+        The axis of one sample along which outputs are joined: 0 is the
+        features of flat samples and the channels of images (NCHW). The
+        other axes must match.
+
+    Notes
+    -----
+    Input shape: what every branch takes. Output shape: the branches' joined.
+
+    Examples
+    --------
+    >>> from sknet.layers import Concatenate, Dense
+    >>> wide = Concatenate([Dense(4, activation="relu"), Dense(4, activation="tanh")])
+    >>> wide.get_params()["branches__1__activation"]
+    'tanh'
+    """
+
+    _list_params = ("branches",)
+
+    def __init__(self, branches, axis=0):
+        self.branches = branches
+        self.axis = axis
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        self._start_build(input_shape, backend, dtype)
+        self.blocks_, shapes = [], []
+        for branch in self.branches if isinstance(self.branches, (list, tuple)) else [None]:
+            built, shape = self._build_blocks(
+                [branch], self.input_shape_, backend, dtype, rng, "branches"
+            )
+            self.blocks_ += built
+            shapes.append(shape)
+        ndim = len(shapes[0])
+        if not isinstance(self.axis, int) or not -ndim <= self.axis < ndim:
+            raise ValueError(
+                f"Concatenate: axis={self.axis!r} is out of range for samples "
+                f"of {ndim} dimension(s)"
+            )
+        axis = self.axis % ndim
+        others = {s[:axis] + s[axis + 1 :] for s in shapes}
+        if len({len(s) for s in shapes}) != 1 or len(others) != 1:
+            raise ValueError(
+                f"Concatenate: branch outputs {shapes} differ outside axis {self.axis}"
+            )
+        self._sizes = [s[axis] for s in shapes]
+        shape = list(shapes[0])
+        shape[axis] = sum(self._sizes)
+        self.output_shape_ = tuple(shape)
+        return self.output_shape_
+
+    def _source_layers(self):
+        return list(self.branches)
+
+    def _copy_with(self, blocks):
+        return clone(self).set_params(branches=blocks)
+
+    def forward(self, X, *, training):
+        outputs = [block.forward(X, training=training) for block in self.blocks_]
+        return self.xp.concatenate(outputs, axis=self.axis % (X.ndim - 1) + 1)
+
+    def backward(self, dY):
+        axis = self.axis % (dY.ndim - 1) + 1
+        bounds = np.cumsum([0] + self._sizes)
+        dX = None
+        for block, start, stop in zip(self.blocks_, bounds[:-1], bounds[1:]):
+            index = (slice(None),) * axis + (slice(int(start), int(stop)),)
+            block.skip_input_grad = self.skip_input_grad
+            part = block.backward(self.xp.ascontiguousarray(dY[index]))
+            if part is not None:
+                dX = part if dX is None else dX + part
+        return dX
+
+
+class _Gathered(MutableMapping):
+    """The blocks' arrays of one kind (``params``, ...) as one dict: ``'<block>.<key>'``.
+
+    Reads and writes go to the blocks' own dicts.
+    """
+
+    def __init__(self, blocks, name):
+        self._blocks, self._name = blocks, name
+
+    def _split(self, key):
+        index, _, inner = key.partition(".")
+        return getattr(self._blocks[int(index)], self._name), inner
+
+    def __getitem__(self, key):
+        arrays, inner = self._split(key)
+        return arrays[inner]
+
+    def __setitem__(self, key, value):
+        arrays, inner = self._split(key)
+        arrays[inner] = value
+
+    def __delitem__(self, key):
+        arrays, inner = self._split(key)
+        del arrays[inner]
+
+    def __iter__(self):
+        for i, block in enumerate(self._blocks):
+            for key in getattr(block, self._name, {}):
+                yield f"{i}.{key}"
+
+    def __len__(self):
+        return sum(len(getattr(block, self._name, {})) for block in self._blocks)
+
+
+def _projection(input_shape, output_shape):
+    """The layer that maps the shortcut of a residual block to the block's shape."""
+    from sknet.layers._conv import Conv2D
+    from sknet.layers._dense import Dense
+
+    if len(input_shape) == 3 and len(output_shape) == 3:
+        stride = max(1, math.ceil(input_shape[1] / output_shape[1]))
+        return Conv2D(output_shape[0], 1, stride=stride, use_bias=False)
+    if len(input_shape) == 1 and len(output_shape) == 1:
+        return Dense(output_shape[0], use_bias=False)
+    raise ValueError(
+        f"Residual: no automatic shortcut from samples of shape {input_shape} to "
+        f"{output_shape}; pass shortcut=[...]"
+    )
