@@ -17,7 +17,6 @@ import warnings
 from abc import abstractmethod
 from numbers import Integral, Real
 
-import joblib
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.metrics import check_scoring
@@ -27,8 +26,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet._network import Network
-from sknet._optimizers import SGD, Adam
-from sknet._training import BackendData, Diverged, Trainer, TrainingState, copy_callbacks
+from sknet._optimizers import make_optimizer
+from sknet._training import (
+    BackendData,
+    Diverged,
+    Trainer,
+    TrainingState,
+    copy_callbacks,
+    resolve_batch_size,
+)
 from sknet._transaction import FitTransaction
 from sknet._validation import (
     check_device_X,
@@ -37,8 +43,8 @@ from sknet._validation import (
     validation_set,
     validation_split,
 )
+from sknet._warm_start import check_same_network, network_signature
 from sknet.backend import get_backend, is_device_array
-from sknet.layers import Layer
 
 _STOCHASTIC_SOLVERS = ("sgd", "adam")
 
@@ -233,38 +239,6 @@ class SknetVersionWarning(UserWarning):
     """A model pickled by one sknet version was loaded by another."""
 
 
-def _canonical(value):
-    """``value`` as a fingerprint sees it: lists as tuples, NumPy scalars as Python
-    ones, layers as their type and parameters (``trainable`` and ``lr_scale``
-    left out: they say how a network trains, not what it is)."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_canonical(v) for v in value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Layer):
-        params = value.get_params(deep=False)
-        return (type(value).__module__, type(value).__qualname__) + tuple(
-            (k, _canonical(v))
-            for k, v in sorted(params.items())
-            if k not in ("trainable", "lr_scale")
-        )
-    return value
-
-
-def _digest(value):
-    """A fingerprint of a parameter's value (its repr if it cannot be pickled)."""
-    value = _canonical(value)
-    try:
-        return joblib.hash(value)
-    except Exception:  # e.g. a lambda initializer or a layer class defined locally
-        return repr(value)
-
-
-def _short_repr(value, limit=80):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class BaseNeuralNetwork(BaseEstimator):
     """Base class of sknet's estimators; not meant to be used directly.
 
@@ -376,9 +350,6 @@ class BaseNeuralNetwork(BaseEstimator):
             **kwargs,
         )
 
-    def _validation_set(self, X_val, y_val, sample_weight_val, validation_data):
-        return validation_set(self, X_val, y_val, sample_weight_val, validation_data)
-
     def _check_solver(self):
         if self.solver not in _STOCHASTIC_SOLVERS:
             raise AttributeError(
@@ -404,35 +375,6 @@ class BaseNeuralNetwork(BaseEstimator):
     @property
     def _np_dtype(self):
         return np.dtype(self.dtype)
-
-    def _network_signature(self):
-        """What defines the network, to compare across warm fits."""
-        return {
-            name: (_digest(getattr(self, name)), getattr(self, name))
-            for name in self._network_parameters
-        }
-
-    def _check_same_network(self):
-        """A warm fit continues the same network: refuse changed parameters."""
-        recorded = getattr(self, "_network_spec", {})
-        advice = (
-            "warm_start and partial_fit continue the same network. Set it back, "
-            "or fit with warm_start=False to build a new network."
-        )
-        for name, (digest, value) in self._network_signature().items():
-            if name in recorded and recorded[name][0] != digest:
-                raise ValueError(
-                    f"{name} changed from {_short_repr(recorded[name][1])} to "
-                    f"{_short_repr(value)} since this {type(self).__name__} was fitted; " + advice
-                )
-        # Another loss may continue the network, unless it changes the output.
-        output = self._make_loss().out_activation
-        if output != self.out_activation_:
-            raise ValueError(
-                f"loss changed to {_short_repr(self.loss)} since this "
-                f"{type(self).__name__} was fitted, and with it the output activation "
-                f"({self.out_activation_!r} -> {output!r}); " + advice
-            )
 
     def _place_network(self):
         """Put the network on its device, or on the CPU when that is missing here."""
@@ -499,7 +441,7 @@ class BaseNeuralNetwork(BaseEstimator):
         self._check_params()
         first_pass = not self.__sklearn_is_fitted__() or (not self.warm_start and not incremental)
         if not first_pass:
-            self._check_same_network()
+            check_same_network(self)
         backend = get_backend(self.device)
         used = {"batch_size": self.batch_size}  # the resolved size, for error messages
         with FitTransaction(self, release_memory=not incremental) as transaction:
@@ -516,7 +458,7 @@ class BaseNeuralNetwork(BaseEstimator):
                     f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
                     f"was fitted with {self.n_outputs_}; refit without warm_start."
                 )
-            validation = self._validation_set(*validation_args)
+            validation = validation_set(self, *validation_args)
             if self.scoring not in (None, "loss"):
                 check_scoring(self, scoring=self.scoring)  # unknown names fail up front
             if self.early_stopping and incremental:
@@ -624,66 +566,12 @@ class BaseNeuralNetwork(BaseEstimator):
                 f"the targets need ({n_outputs},)."
             )
         self.network_ = network
-        self._network_spec = self._network_signature()
+        self._network_spec = network_signature(self)
         self._loss = self._make_loss()
         self.out_activation_ = self._loss.out_activation
         self.history_ = []
         if self.solver in _STOCHASTIC_SOLVERS:
-            self.loss_curve_ = []
-            self._no_improvement_count = 0
-            if self.early_stopping:
-                self.validation_scores_ = []
-                self.best_validation_score_ = -np.inf
-                self.best_loss_ = None
-            else:
-                self.best_loss_ = np.inf
-                self.validation_scores_ = None
-                self.best_validation_score_ = None
-
-    def _make_optimizer(self, trainer):
-        """The optimizer over the trainer's parameter segments (kept across warm fits)."""
-        params, backend = trainer.param_segments, trainer.backend
-        if self.solver == "sgd":
-            cls, hyper = (
-                SGD,
-                dict(
-                    learning_rate_init=self.learning_rate_init,
-                    lr_schedule=self.learning_rate,
-                    momentum=self.momentum,
-                    nesterov=self.nesterovs_momentum,
-                    power_t=self.power_t,
-                ),
-            )
-        else:
-            cls, hyper = (
-                Adam,
-                dict(
-                    learning_rate_init=self.learning_rate_init,
-                    beta_1=self.beta_1,
-                    beta_2=self.beta_2,
-                    epsilon=self.epsilon,
-                ),
-            )
-        optimizer = getattr(self, "_optimizer", None)
-        if type(optimizer) is cls:
-            # warm_start / partial_fit: keep moments and velocities.
-            optimizer.rebind(params, backend, layout=trainer.layout)
-            optimizer.set_hyperparameters(**hyper)
-        else:
-            optimizer = cls(params, backend, **hyper)
-            optimizer.layout = trainer.layout
-        optimizer.lr_scales = trainer.lr_scales
-        return optimizer
-
-    def _resolve_batch_size(self, n_train):
-        if self.batch_size == "auto":
-            return min(200, n_train)
-        if self.batch_size > n_train:
-            warnings.warn(
-                "Got `batch_size` less than 1 or larger than "
-                "sample size. It is going to be clipped"
-            )
-        return int(np.clip(self.batch_size, 1, n_train))
+            ScikitLearnConvergence.reset(self)
 
     # -- the two solvers --------------------------------------------------------------
     def _train_stochastic(self, trainer, X, Y, sample_weight, validation, rng, max_epochs, used):
@@ -696,9 +584,9 @@ class BaseNeuralNetwork(BaseEstimator):
                 None if sample_weight is None else sample_weight[val_rows],
             )
         n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
-        batch_size = used["batch_size"] = self._resolve_batch_size(n_train)
+        batch_size = used["batch_size"] = resolve_batch_size(self.batch_size, n_train)
         data = self._to_backend(trainer.backend, X, Y, sample_weight)
-        self._optimizer = self._make_optimizer(trainer)
+        self._optimizer = make_optimizer(self, trainer)
         state = TrainingState(
             self,
             self.network_,

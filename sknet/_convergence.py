@@ -53,6 +53,18 @@ class ScikitLearnConvergence(Callback):
     def __init__(self, incremental=False):
         self.incremental = incremental
 
+    @staticmethod
+    def reset(est):
+        """scikit-learn's fitted attributes of the stochastic solvers, as a first fit sets them."""
+        est.loss_curve_ = []
+        est._no_improvement_count = 0
+        if est.early_stopping:
+            est.validation_scores_, est.best_validation_score_ = [], -np.inf
+            est.best_loss_ = None
+        else:
+            est.best_loss_ = np.inf
+            est.validation_scores_ = est.best_validation_score_ = None
+
     def on_train_begin(self, state):
         est = state.estimator
         est.n_iter_ = 0

@@ -326,3 +326,44 @@ def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol, verbose=False, callback=N
             ConvergenceWarning,
         )
     return result.x, float(result.fun), min(int(result.nit), max_iter)
+
+
+def make_optimizer(est, trainer):
+    """The optimizer ``est``'s parameters ask for, over ``trainer``'s parameter segments.
+
+    scikit-learn's parameter names map to the optimizer's hyperparameters here.
+    The estimator's previous optimizer (``_optimizer``) is kept when it is of
+    the same kind: ``warm_start``/``partial_fit`` continue its moments and
+    velocities, following each parameter (``rebind`` with the layout).
+    """
+    if est.solver == "sgd":
+        cls, hyper = (
+            SGD,
+            dict(
+                learning_rate_init=est.learning_rate_init,
+                lr_schedule=est.learning_rate,
+                momentum=est.momentum,
+                nesterov=est.nesterovs_momentum,
+                power_t=est.power_t,
+            ),
+        )
+    else:
+        cls, hyper = (
+            Adam,
+            dict(
+                learning_rate_init=est.learning_rate_init,
+                beta_1=est.beta_1,
+                beta_2=est.beta_2,
+                epsilon=est.epsilon,
+            ),
+        )
+    params, backend = trainer.param_segments, trainer.backend
+    optimizer = getattr(est, "_optimizer", None)
+    if type(optimizer) is cls:
+        optimizer.rebind(params, backend, layout=trainer.layout)
+        optimizer.set_hyperparameters(**hyper)
+    else:
+        optimizer = cls(params, backend, **hyper)
+        optimizer.layout = trainer.layout
+    optimizer.lr_scales = trainer.lr_scales
+    return optimizer

@@ -539,6 +539,17 @@ class Trainer:
         return loss, n_iter
 
 
+def resolve_batch_size(batch_size, n_train):
+    """scikit-learn's rule: ``'auto'`` is ``min(200, n)``; larger sizes are clipped."""
+    if batch_size == "auto":
+        return min(200, n_train)
+    if batch_size > n_train:
+        warnings.warn(
+            "Got `batch_size` less than 1 or larger than sample size. It is going to be clipped"
+        )
+    return int(np.clip(batch_size, 1, n_train))
+
+
 def copy_callbacks(callbacks):
     """Working copies of ``callbacks``: the objects a user passes are never modified."""
     from sknet.callbacks import Callback
