@@ -414,7 +414,7 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
     >>> tmp.cleanup()
     """
     try:
-        from PIL import Image, UnidentifiedImageError
+        import PIL.Image  # noqa: F401
     except ImportError:  # pragma: no cover - the images extra installs it
         raise ImportError(
             'load_image_folder needs Pillow: pip install "sknet-nn[images]"'
@@ -446,16 +446,7 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
         if not files:
             raise ValueError(f"class folder {str(root / name)!r} has no PNG or JPEG image")
         for file in files:
-            try:
-                with Image.open(file) as image:
-                    image = image.convert(mode)
-                    if image_size is not None:
-                        image = image.resize(
-                            (image_size[1], image_size[0]), Image.Resampling.BILINEAR
-                        )
-                    pixels = np.asarray(image, dtype=np.uint8)
-            except (UnidentifiedImageError, OSError) as exc:
-                raise ValueError(f"cannot read image {str(file)!r}: {exc}") from None
+            pixels = _read_image(file, mode, image_size)
             if size is None:
                 size = pixels.shape[:2]
             elif pixels.shape[:2] != size:
@@ -468,3 +459,17 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
     X = np.stack(images).astype(np.float32)
     X /= 255.0
     return X, np.asarray(labels, dtype=np.int64), classes
+
+
+def _read_image(file, mode, image_size):
+    """One image file as uint8 pixels ``(h, w[, c])``, converted and resized."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(file) as image:
+            image = image.convert(mode)
+            if image_size is not None:
+                image = image.resize((image_size[1], image_size[0]), Image.Resampling.BILINEAR)
+            return np.asarray(image, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"cannot read image {str(file)!r}: {exc}") from None
