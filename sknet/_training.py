@@ -101,27 +101,20 @@ class TrainingState:
     @property
     def learning_rate(self):
         """The base learning rate (SGD's rate, Adam's step size)."""
-        return self._require_optimizer("learning_rate").base_learning_rate
+        return self.require_optimizer("learning_rate").base_learning_rate
 
     @learning_rate.setter
     def learning_rate(self, value):
-        self._require_optimizer("learning_rate").base_learning_rate = value
-
-    def _require_optimizer(self, what):
-        if self.optimizer is None:
-            raise ValueError(
-                f"{what} needs a stochastic solver ('sgd' or 'adam'); this "
-                f"{type(self.estimator).__name__} trains with solver='lbfgs'"
-            )
-        return self.optimizer
+        self.require_optimizer("learning_rate").base_learning_rate = value
 
     def require_optimizer(self, who):
-        """Raise a ValueError naming ``who`` unless training uses an optimizer."""
+        """The optimizer; a ValueError naming ``who`` with ``solver='lbfgs'``."""
         if self.optimizer is None:
             raise ValueError(
                 f"{who} needs solver='sgd' or 'adam'; this "
                 f"{type(self.estimator).__name__} has solver='lbfgs'"
             )
+        return self.optimizer
 
     def check_monitor(self, monitor, who):
         """Raise a ValueError before training if ``monitor`` will have no value."""
