@@ -108,6 +108,19 @@ def read_idx(path):
     return array.astype(dtype.newbyteorder("="))
 
 
+def _data_path(path, subset, env_var, needs):
+    """Check ``subset``; ``path``, or the environment variable's value when None."""
+    if subset not in ("train", "test", "all"):
+        raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
+    if path is None:
+        path = os.environ.get(env_var)
+        if not path:
+            raise FileNotFoundError(
+                f"{needs}: pass it as `path` or set the {env_var} environment variable."
+            )
+    return path
+
+
 def _find(directory, name):
     for candidate in (name, name + ".gz", name.replace("-idx", ".idx")):
         path = directory / candidate
@@ -153,15 +166,9 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
     >>> X.shape, X.dtype, y[:3]  # doctest: +SKIP
     ((10000, 784), dtype('float32'), array([7, 2, 1]))
     """
-    if subset not in ("train", "test", "all"):
-        raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
-    if path is None:
-        path = os.environ.get(MNIST_ENV_VAR)
-        if not path:
-            raise FileNotFoundError(
-                "load_mnist needs the directory of the MNIST IDX files: pass it "
-                f"as `path` or set the {MNIST_ENV_VAR} environment variable."
-            )
+    path = _data_path(
+        path, subset, MNIST_ENV_VAR, "load_mnist needs the directory of the MNIST IDX files"
+    )
     directory = Path(path)
     if not directory.is_dir():
         raise FileNotFoundError(f"MNIST directory {str(directory)!r} does not exist")
@@ -295,15 +302,12 @@ def load_cifar10(path=None, *, subset="test"):
     >>> X.shape, classes[y[0]]  # doctest: +SKIP
     ((10000, 3, 32, 32), 'cat')
     """
-    if subset not in ("train", "test", "all"):
-        raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
-    if path is None:
-        path = os.environ.get(CIFAR10_ENV_VAR)
-        if not path:
-            raise FileNotFoundError(
-                "load_cifar10 needs cifar-10-python.tar.gz or the directory it extracts "
-                f"to: pass it as `path` or set the {CIFAR10_ENV_VAR} environment variable."
-            )
+    path = _data_path(
+        path,
+        subset,
+        CIFAR10_ENV_VAR,
+        "load_cifar10 needs cifar-10-python.tar.gz or the directory it extracts to",
+    )
     read = _cifar_reader(path)
     names = (
         _CIFAR_BATCHES["train"] + _CIFAR_BATCHES["test"]
