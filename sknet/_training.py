@@ -14,6 +14,8 @@ done by callbacks on the public hook interface of
 they receive a :class:`TrainingState`, never the trainer's locals.
 """
 
+import contextlib
+import contextvars
 import copy
 import time
 import warnings
@@ -27,6 +29,42 @@ BackendData = namedtuple("BackendData", "X Y w")
 
 class Diverged(Exception):
     """Training produced a non-finite loss or weights (the estimator says what to do)."""
+
+
+class StopTraining(Exception):  # noqa: N818 (a signal, like StopIteration)
+    """Raised by an epoch runner to end training now, keeping the model as it is.
+
+    The epoch in progress is not recorded; callbacks get ``on_train_end`` and
+    the fit completes. The runner keeps its own record of why.
+    """
+
+
+#: ``(estimator, runner)`` while :func:`batches_run_by` is active, else None
+_EPOCH_RUNNER = contextvars.ContextVar("sknet_epoch_runner", default=None)
+
+
+@contextlib.contextmanager
+def batches_run_by(estimator, runner):
+    """Within the block, ``estimator``'s epochs run their batches through ``runner``.
+
+    Everything else of a fit (validation, initialization, the shuffling,
+    callbacks, history, stopping) stays in this process; only the batches of
+    each epoch go to ``runner(trainer, data, optimizer, *, batch_size, rows,
+    on_batch)``, which trains ``trainer.network`` and ``optimizer`` in place
+    on the rows ``rows`` (host indices into ``data``, in order) and returns
+    the sum over rows of the batch losses. :mod:`sknet.distributed` runs them
+    on Dask workers this way.
+    """
+    token = _EPOCH_RUNNER.set((estimator, runner))
+    try:
+        yield
+    finally:
+        _EPOCH_RUNNER.reset(token)
+
+
+def _epoch_runner(estimator):
+    active = _EPOCH_RUNNER.get()
+    return active[1] if active is not None and active[0] is estimator else None
 
 
 class TrainingState:
@@ -408,6 +446,7 @@ class Trainer:
         sample_idx = np.arange(n_train)
         starts = np.arange(0, n_train, batch_size)
         batch_hooks = [cb for cb in self.callbacks if _overrides(cb, "on_batch_end")]
+        runner = _epoch_runner(state.estimator)  # None: the batches run here
 
         def on_batch(i, size):
             for callback in batch_hooks:
@@ -427,21 +466,24 @@ class Trainer:
                 ordered = shuffle or train_rows is not None
                 order = self.backend.asarray(rows) if ordered else None
                 sw_sums = None
-                if sample_weight is not None:
+                if sample_weight is not None and runner is None:
                     sw_sums = np.add.reduceat(sample_weight[rows], starts)
-                total = self.run_batches(
-                    data,
-                    optimizer,
+                batches = dict(
                     batch_size=batch_size,
-                    order=order,
                     sw_sums=sw_sums,
                     on_batch=on_batch if batch_hooks else None,
                 )
+                if runner is not None:  # elsewhere (sknet.distributed)
+                    total = runner(self, data, optimizer, rows=rows, **batches)
+                else:
+                    total = self.run_batches(data, optimizer, order=order, **batches)
                 loss = float(total) / n_train  # the epoch's one read-back
                 if self.end_epoch(state.epoch, loss, evaluate, started):
                     break
         except KeyboardInterrupt:
             warnings.warn("Training interrupted by user.")
+        except StopTraining:
+            pass  # the epoch runner keeps the reason
         finally:
             self.notify("on_train_end")
 
