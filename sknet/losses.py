@@ -34,6 +34,7 @@ activation (``P - Y``: no softmax Jacobian is ever formed).
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
+from sknet.autodiff._recording import values_and_gradient
 from sknet.backend import get_array_module
 from sknet.backend._base import ACTIVATIONS
 
@@ -54,9 +55,12 @@ class Loss(BaseEstimator):
     """Base class of losses.
 
     Subclass it for a loss of your own: store parameters in ``__init__``
-    (as an estimator does, so it clones and grid-searches), implement
-    :meth:`loss_and_gradient`, and, for another output than the identity,
-    :meth:`output` and ``out_activation``. Check the gradient with
+    (as an estimator does, so it clones and grid-searches), and implement
+    either :meth:`value` (the per-sample loss, written with the functions of
+    :mod:`sknet.autodiff`: its gradient follows automatically) or
+    :meth:`loss_and_gradient` (value and gradient by hand: fastest). For
+    another output than the identity, also :meth:`output` and
+    ``out_activation``. Check the gradient with
     :func:`sknet.utils.check_loss_gradients`.
 
     Attributes
@@ -66,16 +70,26 @@ class Loss(BaseEstimator):
 
     Examples
     --------
-    The log-cosh loss for regression:
+    The log-cosh loss for regression, from its value alone:
+
+    >>> from sknet import autodiff as ad
+    >>> from sknet.losses import Loss
+    >>> from sknet.utils import check_loss_gradients
+    >>> class LogCosh(Loss):
+    ...     def value(self, Z, Y):  # log(cosh(r)) = |r| + log(1 + exp(-2|r|)) - log(2)
+    ...         R = ad.absolute(Z - Y)
+    ...         return ad.mean(R + ad.softplus(-2 * R) - 0.6931471805599453, axis=1)
+    >>> check_loss_gradients(LogCosh()) < 1e-6
+    True
+
+    and with its gradient written by hand:
 
     >>> from sknet.backend import get_array_module
-    >>> from sknet.losses import Loss
     >>> class LogCosh(Loss):
     ...     def loss_and_gradient(self, Z, Y):
     ...         xp = get_array_module(Z)  # NumPy or CuPy: one body for both
     ...         R = Z - Y
     ...         return xp.log(xp.cosh(R)).mean(axis=1), xp.tanh(R) / Z.shape[1]
-    >>> from sknet.utils import check_loss_gradients
     >>> check_loss_gradients(LogCosh()) < 1e-6
     True
     """
@@ -86,8 +100,33 @@ class Loss(BaseEstimator):
         """Turn raw outputs into predictions, in place if you like; returns them."""
         return Z
 
+    def value(self, Z, Y):
+        """Per-sample loss values, written with :mod:`sknet.autodiff`.
+
+        Implement this *or* :meth:`loss_and_gradient`. ``Z`` is recorded while
+        training, so compute with the operators and the functions of
+        :mod:`sknet.autodiff` (``ad.log``, ``ad.sum(..., axis=1)``...).
+
+        Parameters
+        ----------
+        Z : array of shape (n_samples, n_outputs)
+            Raw network outputs.
+        Y : array of shape (n_samples, n_outputs)
+            Targets as floats (one-hot or indicator columns for classifiers).
+
+        Returns
+        -------
+        values : array of shape (n_samples,)
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement value (the per-sample loss) "
+            "or loss_and_gradient"
+        )
+
     def loss_and_gradient(self, Z, Y):
         """Per-sample loss values and their gradient with respect to ``Z``.
+
+        The default differentiates :meth:`value`.
 
         Parameters
         ----------
@@ -104,7 +143,7 @@ class Loss(BaseEstimator):
             ``dZ[i] = d values[i] / d Z[i]``, a new array (it is scaled in
             place by the sample weights).
         """
-        raise NotImplementedError(f"{type(self).__name__} must implement loss_and_gradient")
+        return values_and_gradient(self, Z, Y)
 
     def for_target(self, target_type):
         """The loss to train with for targets of ``target_type`` (default: itself).

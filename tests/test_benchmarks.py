@@ -107,3 +107,14 @@ def test_bench_frozen_quick_run(capsys):
     )
     assert result["frozen_s"] > 0 and result["unfrozen_s"] > 0
     assert "frozen / unfrozen epoch" in capsys.readouterr().out
+
+
+def test_bench_autodiff_smoke_run(capsys):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_autodiff.py"
+    spec = importlib.util.spec_from_file_location("bench_autodiff", path)
+    bench_autodiff = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_autodiff)
+    results = bench_autodiff.main(["--rows", "256", "--epochs", "1", "--threads", "1"])
+    assert results["forward_only_s"] > 0 and results["builtin_s"] > 0
+    assert results["gap"] < 1e-3  # same draws, same arithmetic up to float32 rounding
+    assert "forward-only / built-in" in capsys.readouterr().out

@@ -1,8 +1,9 @@
 """Layers: the building blocks of sknet's networks.
 
 Every layer follows the contract of :class:`Layer`: configured in ``__init__``,
-given parameters in ``build``, run with ``forward``/``backward``. Check a layer
-you write with :func:`sknet.utils.check_layer_gradients`.
+given parameters in ``build``, run with ``forward``/``backward`` (or ``forward``
+alone, differentiated by :mod:`sknet.autodiff`). Check a layer you write with
+:func:`sknet.utils.check_layer_gradients`.
 """
 
 from sknet.layers._activation import Activation
@@ -11,6 +12,7 @@ from sknet.layers._containers import Concatenate, Residual, Sequential
 from sknet.layers._conv import Conv2D
 from sknet.layers._dense import Dense
 from sknet.layers._dropout import Dropout
+from sknet.layers._lambda import Lambda
 from sknet.layers._normalization import BatchNorm
 from sknet.layers._pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
 from sknet.layers._recurrent import GRU, LSTM, SimpleRNN
@@ -32,6 +34,7 @@ __all__ = [
     "GlobalAvgPool1D",
     "GlobalAvgPool2D",
     "LSTM",
+    "Lambda",
     "Layer",
     "MaxPool2D",
     "Residual",

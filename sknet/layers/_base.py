@@ -5,6 +5,8 @@ from numbers import Real
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
+from sknet.autodiff._recording import recorded_backward, recorded_forward
+
 _TRAINABLE_DOC = """\
     trainable : bool, default=True
         Whether ``fit`` trains the parameters; ``False`` freezes them
@@ -99,6 +101,9 @@ class Layer(BaseEstimator):
         super().__init_subclass__(**kwargs)
         if cls.__doc__ and "%(trainable)s" in cls.__doc__:
             cls.__doc__ = cls.__doc__.replace("    %(trainable)s\n", _TRAINABLE_DOC)
+        # A layer without its own backward records its forward for autodiff.
+        if "forward" in cls.__dict__ and cls.backward is Layer.backward:
+            cls.forward = recorded_forward(cls.__dict__["forward"])
 
     #: Whether :meth:`forward` accepts a sparse matrix (only a first layer gets one).
     accepts_sparse = False
@@ -163,8 +168,12 @@ class Layer(BaseEstimator):
         raise NotImplementedError(f"{type(self).__name__} must implement forward")
 
     def backward(self, dY):
-        """Given dLoss/dY, write ``self.grads`` and return dLoss/dX."""
-        raise NotImplementedError(f"{type(self).__name__} must implement backward")
+        """Given dLoss/dY, write ``self.grads`` and return dLoss/dX.
+
+        Layers that define only :meth:`forward` get this one: it runs the
+        vector-Jacobian products their forward pass recorded.
+        """
+        return recorded_backward(self, dY)
 
     def sublayers(self):
         """The built layers inside this one (containers); the trainer trains those."""

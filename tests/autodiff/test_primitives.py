@@ -1,0 +1,246 @@
+"""Every primitive of sknet.autodiff against finite differences, in float64.
+
+Each case differentiates ``L = sum(f(inputs) * R)`` for a random ``R`` with
+respect to each floating input, on every backend, and compares with central
+differences of ``L``; plus broadcasting, repeated indices, unrecorded calls and
+the errors that stand in for unsupported operations.
+"""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from sknet import autodiff as ad
+from sknet.backend._base import ACTIVATIONS
+
+rng = np.random.RandomState(0)
+
+
+def normal(*shape):
+    return rng.standard_normal(shape)
+
+
+def positive(*shape):
+    return rng.uniform(0.5, 2.0, shape)
+
+
+def distinct(*shape):
+    """Values far apart (no ties for max, min and pooling)."""
+    return rng.permutation(np.arange(int(np.prod(shape)), dtype=float)).reshape(shape) * 0.1
+
+
+def away_from_zero(*shape):
+    return normal(*shape) + np.where(rng.rand(*shape) < 0.5, -0.5, 0.5)
+
+
+INT_IDX = np.array([0, 2, 2, 1, 0])  # repeated indices: gradients must add up
+MASK = np.array([True, False, True, True])
+
+CASES = {
+    "add broadcast": (ad.add, [normal(3, 4), normal(4)]),
+    "add broadcast both": (ad.add, [normal(3, 1), normal(1, 4)]),
+    "subtract broadcast": (ad.subtract, [normal(2, 3, 4), normal(3, 1)]),
+    "multiply broadcast": (ad.multiply, [normal(2, 3, 4), normal(3, 1)]),
+    "divide": (ad.divide, [normal(3, 4), positive(4)]),
+    "power constant": (lambda a: ad.power(a, 3), [normal(3, 4)]),
+    "power variable": (ad.power, [positive(3, 4), normal(3, 4)]),
+    "negative": (ad.negative, [normal(3, 4)]),
+    "exp": (ad.exp, [normal(3, 4)]),
+    "log": (ad.log, [positive(3, 4)]),
+    "log1p": (ad.log1p, [positive(3, 4)]),
+    "sqrt": (ad.sqrt, [positive(3, 4)]),
+    "square": (ad.square, [normal(3, 4)]),
+    "absolute": (ad.absolute, [away_from_zero(3, 4)]),
+    "sin": (ad.sin, [normal(3, 4)]),
+    "cos": (ad.cos, [normal(3, 4)]),
+    "softplus": (ad.softplus, [normal(3, 4) * 5]),
+    "clip": (lambda a: ad.clip(a, -0.5, 0.5), [distinct(3, 4) - 0.55]),
+    "maximum": (ad.maximum, [distinct(3, 4), distinct(3, 4)]),
+    "minimum broadcast": (ad.minimum, [distinct(3, 4), distinct(4)]),
+    "where broadcast": (lambda a, b: ad.where(MASK, a, b), [normal(3, 4), normal(3, 1)]),
+    "softmax": (ad.softmax, [normal(3, 4)]),
+    "softmax axis 0": (lambda a: ad.softmax(a, axis=0), [normal(3, 4)]),
+    "log_softmax": (ad.log_softmax, [normal(3, 4)]),
+    "logsumexp": (lambda a: ad.logsumexp(a, axis=1), [normal(3, 4) * 10]),
+    "matmul 2-D": (ad.matmul, [normal(3, 4), normal(4, 5)]),
+    "matmul 1-D left": (ad.matmul, [normal(4), normal(4, 5)]),
+    "matmul 1-D right": (ad.matmul, [normal(3, 4), normal(4)]),
+    "matmul stacks broadcast": (ad.matmul, [normal(2, 3, 4), normal(4, 5)]),
+    "sum all": (ad.sum, [normal(3, 4)]),
+    "sum axes keepdims": (lambda a: ad.sum(a, axis=(0, 2), keepdims=True), [normal(2, 3, 4)]),
+    "mean axis": (lambda a: ad.mean(a, axis=1), [normal(2, 3, 4)]),
+    "max axis": (lambda a: ad.max(a, axis=1), [distinct(3, 4)]),
+    "min all": (ad.min, [distinct(3, 4)]),
+    "var": (lambda a: ad.var(a, axis=-1), [normal(3, 4)]),
+    "reshape": (lambda a: ad.reshape(a, (4, 3)) * np.arange(3.0), [normal(3, 4)]),
+    "transpose axes": (lambda a: ad.transpose(a, (2, 0, 1)), [normal(2, 3, 4)]),
+    "swapaxes": (lambda a: ad.swapaxes(a, 0, 2), [normal(2, 3, 4)]),
+    "broadcast_to": (lambda a: ad.broadcast_to(a, (2, 3, 4)), [normal(3, 1)]),
+    "expand_dims squeeze": (lambda a: ad.squeeze(ad.expand_dims(a, 1), 1), [normal(3, 4)]),
+    "slices": (lambda a: a[1:, ::-2], [normal(3, 4)]),
+    "integer and None": (lambda a: a[1, None, ..., 2:], [normal(3, 4)]),
+    "repeated integer indices": (lambda a: a[INT_IDX], [normal(3, 4)]),
+    "integer arrays per axis": (lambda a: a[INT_IDX, INT_IDX[::-1]], [normal(3, 4)]),
+    "boolean mask": (lambda a: a[:, MASK], [normal(3, 4)]),
+    "concatenate": (lambda a, b: ad.concatenate([a, b, a], axis=1), [normal(3, 2), normal(3, 4)]),
+    "stack": (lambda a, b: ad.stack([a, b], axis=-1), [normal(3, 4), normal(3, 4)]),
+    "conv2d": (ad.conv2d, [normal(2, 3, 5, 5), normal(4, 3, 3, 3), normal(4)]),
+    "conv2d stride padding": (
+        lambda x, w: ad.conv2d(x, w, stride=2, padding=1),
+        [normal(2, 2, 6, 5), normal(3, 2, 3, 2)],
+    ),
+    "conv2d 1x1": (ad.conv2d, [normal(2, 3, 4, 4), normal(2, 3, 1, 1)]),
+    "max_pool2d": (ad.max_pool2d, [distinct(2, 2, 4, 6)]),
+    "max_pool2d overlap padding": (
+        lambda x: ad.max_pool2d(x, 3, stride=2, padding=1),
+        [distinct(2, 2, 5, 5)],
+    ),
+    "avg_pool2d padding": (lambda x: ad.avg_pool2d(x, 2, padding=1), [normal(2, 2, 4, 5)]),
+    "avg_pool2d stride": (lambda x: ad.avg_pool2d(x, 3, stride=1), [normal(1, 2, 5, 5)]),
+    "operators": (
+        lambda a, b: (2.0 - a) * b / 3.0 + (a @ b.T) @ b - abs(b) ** 2,
+        [
+            normal(3, 4),
+            away_from_zero(3, 4),
+        ],
+    ),
+}
+CASES.update(
+    {
+        f"activation {name}": (lambda a, n=name: ad.activation(n, a), [away_from_zero(3, 4)])
+        for name in ACTIVATIONS
+    }
+)
+
+
+def check_primitive(backend, fn, arrays, eps=1e-6):
+    """Largest relative error of the recorded gradients against central differences."""
+    inputs = [backend.asarray(a, np.float64) for a in arrays]
+    variables = [ad.Variable(x) for x in inputs]
+    out = fn(*variables)
+    R = backend.asarray(np.random.RandomState(1).standard_normal(out.shape), np.float64)
+    analytic = ad.gradients(out, R, variables)
+    plain = fn(*inputs)  # unrecorded: a plain array with the same values
+    assert not ad.is_variable(plain)
+    assert_allclose(backend.to_numpy(plain), backend.to_numpy(out.data))
+
+    def loss(values):
+        return float((fn(*[backend.asarray(v, np.float64) for v in values]) * R).sum())
+
+    host = [np.array(a, dtype=np.float64) for a in arrays]
+    worst = 0.0
+    for i, grad in enumerate(analytic):
+        assert grad is not None and tuple(grad.shape) == host[i].shape
+        numeric = np.zeros_like(host[i])
+        for j in range(host[i].size):
+            for sign in (1, -1):
+                shifted = [h.copy() for h in host]
+                shifted[i].reshape(-1)[j] += sign * eps
+                numeric.reshape(-1)[j] += sign * loss(shifted) / (2 * eps)
+        scale = max(np.abs(numeric).max(), 1e-3)
+        worst = max(worst, np.abs(backend.to_numpy(grad) - numeric).max() / scale)
+    return worst
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gradient_matches_finite_differences(case, backend):
+    fn, arrays = CASES[case]
+    assert check_primitive(backend, fn, arrays) < 1e-6
+
+
+def test_the_check_catches_a_wrong_vjp(backend):
+    from sknet.autodiff._variable import record, value
+
+    def wrong_exp(a):
+        y = np.exp(value(a))
+        return record(y, (a,), lambda g, needs: (g * y * 1.01,))
+
+    assert check_primitive(backend, wrong_exp, [normal(3, 4)]) > 1e-3
+
+
+def test_a_variable_used_twice_sums_its_gradients():
+    x = ad.Variable(np.array([1.0, 2.0]))
+    y = x * x + x  # d/dx = 2x + 1
+    assert_allclose(ad.gradients(y, np.ones(2), [x])[0], [3.0, 5.0])
+
+
+def test_repeated_indices_add_up():
+    x = ad.Variable(np.zeros(3))
+    (grad,) = ad.gradients(x[np.array([0, 0, 0, 2])], np.ones(4), [x])
+    assert_array_equal(grad, [3.0, 0.0, 1.0])
+
+
+def test_unrecorded_calls_return_plain_arrays_of_the_same_dtype():
+    X = np.ones((2, 3), dtype=np.float32)
+    for out in (ad.relu(X), ad.exp(X) * 2.0, ad.sum(X, axis=1), ad.softmax(X), X[:, ::2]):
+        assert type(out) is np.ndarray and out.dtype == np.float32
+
+
+def test_comparisons_are_plain_boolean_arrays():
+    x = ad.Variable(np.array([-1.0, 2.0]))
+    for mask in (x > 0, x >= 0, x < 0, x <= 0, x == 2.0, x != 2.0, ad.greater(x, 0)):
+        assert type(mask) is np.ndarray and mask.dtype == bool
+    assert_array_equal(ad.sign(x), [-1.0, 1.0])
+
+
+def test_numpy_functions_dispatch_to_the_primitives():
+    x = ad.Variable(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    y = np.sum(np.exp(x) * np.maximum(x, 2.5), axis=1)
+    assert ad.is_variable(y)
+    expected = np.exp(x.data) * np.maximum(x.data, 2.5) + np.exp(x.data) * (x.data >= 2.5)
+    assert_allclose(ad.gradients(y, np.ones(2), [x])[0], expected)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda x: np.fft.fft(x), "numpy.fft.fft"),
+        (lambda x: np.cumsum(x), "numpy.cumsum"),
+        (lambda x: np.arctan(x), "numpy.arctan"),
+        (lambda x: np.add.reduce(x), "numpy.add.reduce"),
+        (lambda x: np.exp(x, out=np.empty(2)), "numpy.exp with ['out']"),
+    ],
+)
+def test_unsupported_numpy_operations_name_themselves(call, name):
+    x = ad.Variable(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="not differentiable") as info:
+        call(x)
+    assert name in str(info.value)
+
+
+def test_conversions_that_would_drop_the_gradient_fail():
+    x = ad.Variable(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="cannot become a plain array"):
+        np.asarray(x)
+    with pytest.raises(TypeError, match="where"):
+        bool(x)
+    with pytest.raises(TypeError, match="float"):
+        float(x)
+    with pytest.raises(TypeError, match="in place"):
+        x[0] = 3.0
+    with pytest.raises(TypeError, match="Indices"):
+        x[ad.Variable(np.array([0]))]
+
+
+def test_variables_know_their_array_attributes():
+    x = ad.Variable(np.zeros((2, 3), dtype=np.float32))
+    assert (x.shape, x.dtype, x.ndim, x.size, len(x)) == ((2, 3), np.float32, 2, 6, 2)
+    assert x.T.shape == (3, 2) and x.reshape(3, 2).shape == (3, 2)
+    assert x.transpose(1, 0).shape == (3, 2) and x.sum(axis=0).shape == (3,)
+    assert "Variable(shape=(2, 3)" in repr(x)
+
+
+def test_an_unknown_activation_is_a_clear_error():
+    with pytest.raises(ValueError, match="Unknown activation 'swish'"):
+        ad.activation("swish", np.ones(2))
+
+
+def test_kernel_arguments_are_checked():
+    with pytest.raises(ValueError, match=r"\(batch, C, H, W\)"):
+        ad.conv2d(np.ones((2, 3)), np.ones((1, 1, 1, 1)))
+    with pytest.raises(ValueError, match="channels"):
+        ad.conv2d(np.ones((1, 2, 4, 4)), np.ones((1, 3, 3, 3)))
+    with pytest.raises(ValueError, match="stride"):
+        ad.max_pool2d(np.ones((1, 1, 4, 4)), 2, stride=-1)
+    with pytest.raises(ValueError, match="at most half"):
+        ad.avg_pool2d(np.ones((1, 1, 4, 4)), 2, padding=2)
