@@ -46,6 +46,7 @@ _quick = [
     "convnet_digits",
     "custom_losses",
     "features_and_ensembles",
+    "forward_only_layers",
     "plot_learning_curves",
     "residual_convnet",
     "transfer_learning",

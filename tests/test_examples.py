@@ -38,6 +38,11 @@ def test_custom_losses():
     assert "huber (delta=1)" in out and "LogCosh regressor" in out
 
 
+def test_forward_only_layers():
+    out = run_example("forward_only_layers.py")
+    assert "LayerNorm: largest relative error" in out and "GLU, LayerNorm" in out
+
+
 def test_residual_convnet():
     out = run_example("residual_convnet.py")
     assert "residual ConvNet" in out and "layers__1__layers__0__filters" in out
