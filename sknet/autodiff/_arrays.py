@@ -192,7 +192,7 @@ def concatenate(arrays, axis=0):
     """Arrays joined along an existing ``axis``."""
     xp = _xp(*arrays)
     datas = [value(x) for x in arrays]
-    bounds = np.cumsum([d.shape[axis] for d in datas])[:-1]
+    bounds = np.cumsum([d.shape[axis] for d in datas])[:-1].tolist()
 
     def vjp(g, needs):
         return tuple(xp.split(g, bounds, axis=axis))
