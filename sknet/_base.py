@@ -25,6 +25,13 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet._convergence import ScikitLearnConvergence, ScikitLearnLog
+from sknet._memory import (
+    NoRoomForBatch,
+    check_full_batch_fits,
+    out_of_memory_message,
+    parse_bytes,
+    plan_placement,
+)
 from sknet._network import Network
 from sknet._optimizers import make_optimizer
 from sknet._training import (
@@ -133,6 +140,15 @@ TRAINING_PARAMETERS_DOC = """
         Where to train: ``'auto'`` is the ``SKNET_DEVICE`` environment variable
         if set, else the GPU when CuPy sees one, else the CPU.
 
+    max_device_memory : int, str or None, default=None
+        The most device memory the fit may plan with, in bytes or as a string
+        such as ``'8GB'`` or ``'512MiB'``; ``None``: what is free on a GPU (no
+        limit on the CPU). When the training data, with the model, its
+        optimizer state and a batch's activations, would not fit, ``fit`` and
+        ``partial_fit`` keep the data in host memory and stream them to the
+        device in chunks of many batches (``data_placement_``); the model is
+        the same. See :func:`sknet.utils.estimate_memory`.
+
     dtype : {'float32', 'float64'}, default='float32'
         Floating type of the weights and of the computation.
 
@@ -185,6 +201,11 @@ FITTED_ATTRIBUTES_DOC = """
 
     device_ : str
         The device the model was trained on, e.g. ``'cpu'`` or ``'cuda:0'``.
+
+    data_placement_ : {'device', 'streamed'}
+        Where the last fit kept the training data: moved to the device once,
+        or kept in host memory and streamed to the device in chunks (when they
+        did not fit; see ``max_device_memory``).
 
     history_ : list of dict
         One row per epoch (per iteration with lbfgs), across warm starts:
@@ -277,6 +298,7 @@ class BaseNeuralNetwork(BaseEstimator):
         ],
         "max_fun": [Interval(Integral, 1, None, closed="left")],
         "device": [str],
+        "max_device_memory": [Interval(Integral, 1, None, closed="left"), str, None],
         "callbacks": [list, tuple, None],
         "dtype": [
             StrOptions({"float32", "float64"}),
@@ -439,6 +461,8 @@ class BaseNeuralNetwork(BaseEstimator):
         X, y, sample_weight = (a.get() if is_device_array(a) else a for a in (X, y, sample_weight))
         self._validate_params()
         self._check_params()
+        if self.max_device_memory is not None:
+            parse_bytes(self.max_device_memory)  # a clear error before any work
         first_pass = not self.__sklearn_is_fitted__() or (not self.warm_start and not incremental)
         if not first_pass:
             check_same_network(self)
@@ -477,12 +501,11 @@ class BaseNeuralNetwork(BaseEstimator):
                         incremental,
                         used,
                     )
+            except NoRoomForBatch:
+                raise  # planned: its message says what would fit
             except backend.out_of_memory_errors() as exc:
-                raise MemoryError(
-                    f"{backend.name} ran out of memory while training with "
-                    f"batch_size={used['batch_size']}: {exc}. Use a smaller "
-                    "batch_size, or device='cpu'."
-                ) from None
+                message = out_of_memory_message(self, backend, exc, used, X, y, sample_weight)
+                raise MemoryError(message) from None
             except Diverged as exc:
                 raise ValueError(
                     "Solver produced non-finite parameter weights. The input data may "
@@ -585,8 +608,20 @@ class BaseNeuralNetwork(BaseEstimator):
             )
         n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
         batch_size = used["batch_size"] = resolve_batch_size(self.batch_size, n_train)
-        data = self._to_backend(trainer.backend, X, Y, sample_weight)
         self._optimizer = make_optimizer(self, trainer)
+        placement = used["placement"] = plan_placement(
+            self,
+            trainer,
+            self._optimizer,
+            (X, Y, sample_weight),
+            validation,
+            train_rows=train_rows,
+            batch_size=batch_size,
+        )
+        self.data_placement_ = placement.kind
+        if self.verbose and placement.kind == "streamed":
+            print(placement.describe(n_train))
+        data = placement.training_data(self, trainer.backend, X, Y, sample_weight)
         state = TrainingState(
             self,
             self.network_,
@@ -606,10 +641,18 @@ class BaseNeuralNetwork(BaseEstimator):
             shuffle=self.shuffle,
             train_rows=train_rows,
             sample_weight=sample_weight,
-            evaluate=make_evaluator(self, trainer, validation),
+            evaluate=make_evaluator(
+                self,
+                trainer,
+                validation,
+                on_device=placement.validation_on_device,
+                chunk_rows=placement.validation_chunk_rows,
+            ),
         )
 
     def _train_lbfgs(self, trainer, X, Y, sample_weight, validation):
+        check_full_batch_fits(self, trainer, (X, Y, sample_weight), validation)
+        self.data_placement_ = "device"
         data = self._to_backend(trainer.backend, X, Y, sample_weight)
         state = TrainingState(
             self,

@@ -172,6 +172,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
+        max_device_memory=None,
         dtype="float32",
         callbacks=None,
         class_weight=None,
@@ -209,6 +210,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
+        self.max_device_memory = max_device_memory
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight

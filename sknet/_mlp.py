@@ -202,6 +202,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         max_fun=15000,
         dropout=0.0,
         device="auto",
+        max_device_memory=None,
         dtype="float32",
         callbacks=None,
         class_weight=None,
@@ -233,6 +234,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.max_fun = max_fun
         self.dropout = dropout
         self.device = device
+        self.max_device_memory = max_device_memory
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight
@@ -313,6 +315,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         max_fun=15000,
         dropout=0.0,
         device="auto",
+        max_device_memory=None,
         dtype="float32",
         callbacks=None,
     ):
@@ -343,6 +346,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
         self.max_fun = max_fun
         self.dropout = dropout
         self.device = device
+        self.max_device_memory = max_device_memory
         self.dtype = dtype
         self.callbacks = callbacks
 

@@ -296,6 +296,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
+        max_device_memory=None,
         dtype="float32",
         callbacks=None,
         class_weight=None,
@@ -334,6 +335,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
+        self.max_device_memory = max_device_memory
         self.dtype = dtype
         self.callbacks = callbacks
         self.class_weight = class_weight
@@ -412,6 +414,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
+        max_device_memory=None,
         dtype="float32",
         callbacks=None,
     ):
@@ -449,6 +452,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
+        self.max_device_memory = max_device_memory
         self.dtype = dtype
         self.callbacks = callbacks
 

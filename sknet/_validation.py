@@ -123,16 +123,24 @@ def validation_split(est, Y, rng):
     return train_idx, val_idx
 
 
-def make_evaluator(est, trainer, validation):
-    """``evaluate() -> (valid_loss, valid_score)`` for the trainer, or None."""
+def make_evaluator(est, trainer, validation, on_device=True, chunk_rows=None):
+    """``evaluate() -> (valid_loss, valid_score)`` for the trainer, or None.
+
+    The validation set moves to the device once, or, with
+    ``on_device=False`` (too large for it), chunk by chunk at every epoch;
+    ``chunk_rows`` (default: the network's prediction chunks) sizes the chunks.
+    """
     if validation is None:
         return None
     X_val, Y_val, sw_val = validation
-    data = est._to_backend(trainer.backend, X_val, Y_val, sw_val)
+    if on_device:
+        data = est._to_backend(trainer.backend, X_val, Y_val, sw_val)
+    else:
+        data = (X_val, Y_val, sw_val)
     score = make_scorer(est, X_val, Y_val, sw_val)
 
     def evaluate():
-        valid_loss, P = trainer.evaluate(data.X, data.Y, data.w)
+        valid_loss, P = trainer.evaluate(*data, chunk_rows=chunk_rows)
         return valid_loss, score(valid_loss, P)
 
     return evaluate

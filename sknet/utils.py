@@ -1,12 +1,13 @@
-"""Utilities for people writing their own layers and losses."""
+"""Utilities for people writing their own layers and losses, and for sizing a fit."""
 
 import copy
 
 import numpy as np
 
+from sknet._memory import MemoryEstimate, estimate_memory
 from sknet.backend import get_backend
 
-__all__ = ["check_layer_gradients", "check_loss_gradients"]
+__all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
 
 
 def _run(layer, X, R):

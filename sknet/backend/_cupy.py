@@ -7,11 +7,19 @@ them on disk).
 """
 
 import cupy as cp
+import cupyx
 import cupyx.scipy.sparse as cpsp
 import numpy as np
 import scipy.sparse as sp
 
-from sknet.backend._base import ELU_ALPHA, LEAKY_RELU_SLOPE, Backend, conv_outsize
+from sknet.backend._base import (
+    ELU_ALPHA,
+    LEAKY_RELU_SLOPE,
+    Backend,
+    RowStream,
+    conv_outsize,
+    gather_rows,
+)
 
 # Fused forward (in place allowed: out may alias z) and backward kernels.
 # Backward kernels receive the forward output y and the input z.
@@ -209,6 +217,25 @@ class CupyBackend(Backend):
     def out_of_memory_errors(self):
         return (cp.cuda.memory.OutOfMemoryError,)
 
+    separate_memory = True
+    stream_buffers = 2  # double buffering: one chunk computed while the next is copied
+
+    def available_memory(self):
+        """Free device memory plus the pool's cached blocks, within the pool's limit."""
+        pool = cp.get_default_memory_pool()
+        with self._device:
+            free = cp.cuda.runtime.memGetInfo()[0] + pool.free_bytes()
+            limit = pool.get_limit()  # 0: none (set_limit, CUPY_GPU_MEMORY_LIMIT)
+            if limit:
+                free = min(free, limit - pool.used_bytes())
+        return max(int(free), 0)
+
+    def row_stream(self, arrays, dtype, max_rows):
+        if any(a is not None and not isinstance(a, np.ndarray) for a in arrays):
+            return super().row_stream(arrays, dtype, max_rows)  # sparse: the simple path
+        with self._device:
+            return _PinnedRowStream(self, arrays, dtype, max_rows)
+
     def random_generator(self, seed):
         with self._device:
             return cp.random.default_rng(seed)
@@ -292,3 +319,65 @@ class CupyBackend(Backend):
     def sgd_update(self, param, grad, velocity, lr, momentum, nesterov, tmp):
         dt = param.dtype.type
         _sgd_kernel(grad, dt(lr), dt(momentum), bool(nesterov), param, velocity)
+
+
+class _PinnedRowStream(RowStream):
+    """Double-buffered chunks: rows gathered into page-locked host buffers and
+    copied on a second CUDA stream while the compute stream works on the
+    previous chunk.
+
+    Two slots, each one page-locked host buffer and one device buffer per
+    array. Events order the work without stopping the host per batch: the
+    compute stream waits for the copy of the chunk it is given
+    (``copied``), a copy into a slot waits for the compute that read that
+    slot before (``consumed``), and the host waits only before it overwrites
+    a page-locked buffer whose copy (issued a chunk earlier) may still run.
+    """
+
+    def __init__(self, backend, arrays, dtype, max_rows):
+        super().__init__(backend, arrays, dtype, max_rows)
+        shapes = [None if a is None else (self.max_rows,) + a.shape[1:] for a in self.arrays]
+        self.device = [self.buffers, [self._buffer(a) for a in self.arrays]]
+        self.host = [
+            [None if s is None else cupyx.empty_pinned(s, dtype=self.dtype) for s in shapes]
+            for _ in range(2)
+        ]
+        self.copy_stream = cp.cuda.Stream(non_blocking=True)
+        self.copied = [None, None]
+        self.consumed = [None, None]
+
+    @property
+    def nbytes(self):
+        return 2 * super().nbytes
+
+    def _load(self, slot, rows):
+        """Gather ``rows`` into slot's pinned buffers; queue their copy to the device."""
+        n = len(rows)
+        if self.copied[slot] is not None:
+            self.copied[slot].synchronize()  # its pinned buffers are free again
+        for a, host in zip(self.arrays, self.host[slot]):
+            if a is not None:
+                gather_rows(a, rows, out=host[:n])
+        if self.consumed[slot] is not None:
+            self.copy_stream.wait_event(self.consumed[slot])
+        for host, device in zip(self.host[slot], self.device[slot]):
+            if host is not None:
+                device[:n].set(host[:n], stream=self.copy_stream)
+        self.copied[slot] = self.copy_stream.record()
+        return tuple(None if d is None else d[:n] for d in self.device[slot])
+
+    def chunks(self, row_chunks):
+        compute = cp.cuda.get_current_stream()
+        row_chunks = iter(row_chunks)
+        rows, slot = next(row_chunks, None), 0
+        views = None if rows is None else self._load(slot, rows)
+        try:
+            while views is not None:
+                compute.wait_event(self.copied[slot])
+                yield views
+                # The caller has queued its work on this chunk: mark it, load the next.
+                self.consumed[slot] = compute.record()
+                rows, slot = next(row_chunks, None), slot ^ 1
+                views = None if rows is None else self._load(slot, rows)
+        finally:
+            self.copy_stream.synchronize()  # once per pass: no copy outlives it

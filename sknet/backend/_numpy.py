@@ -2,6 +2,8 @@
 fused Numba kernels of :mod:`sknet.backend._cpu_kernels` where Numba is installed
 (each method falls back to the shared NumPy code without them)."""
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -36,6 +38,15 @@ class NumpyBackend(Backend):
 
     def is_sparse(self, x):
         return sp.issparse(x)
+
+    def out_of_memory_errors(self):
+        return (MemoryError,)
+
+    def available_memory(self):
+        try:  # physical memory not in use (Linux and most Unixes)
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
 
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0, out=None):
         # One strided view of all patches, copied once into the column layout.

@@ -1,0 +1,433 @@
+"""Streaming training data from host memory, and estimating what a fit needs.
+
+The CPU suite runs the streaming path with a simulated device limit
+(``max_device_memory``, which the NumPy backend honours like a GPU's free
+memory); the GPU-marked tests do the same with CuPy's memory-pool limit.
+"""
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
+from sknet._memory import PARTS, format_bytes, parse_bytes
+from sknet.backend import get_backend
+from sknet.backend._base import RowStream
+from sknet.layers import Conv2D, Dense, Flatten, MaxPool2D
+from sknet.utils import MemoryEstimate, estimate_memory
+from tests.conftest import needs_gpu
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _mlp(**kw):
+    params = dict(hidden_layer_sizes=(32,), max_iter=3, batch_size=64, random_state=0)
+    return MLPClassifier(**{**params, "device": "cpu", **kw})
+
+
+def _convnet(**kw):
+    layers = [Conv2D(4, 3, padding="same"), MaxPool2D(2), Flatten(), Dense(16)]
+    params = dict(layers=layers, max_iter=2, batch_size=50, random_state=0, device="cpu")
+    return ConvNetClassifier(**{**params, **kw})
+
+
+def _rnn(**kw):
+    params = dict(units=(8,), input_shape=(8, 8), max_iter=2, batch_size=50, random_state=0)
+    return RNNClassifier(**{**params, "device": "cpu", **kw})
+
+
+def _device_row_bytes(X, y, sample_weight=None):
+    """Bytes of one row of the data as float32 arrays on a device."""
+    outputs = len(np.unique(y)) if len(np.unique(y)) > 2 else 1
+    return 4 * (np.prod(X.shape[1:]) + outputs + (sample_weight is not None))
+
+
+def _streaming_limit(est, X, y, **fit_params):
+    """A limit the model fits in with a few batches of data, but not with all of it."""
+    estimate = estimate_memory(est, X, y, **fit_params)
+    data = X.shape[0] * _device_row_bytes(X, y, fit_params.get("sample_weight"))
+    return int(estimate.total - estimate["data"] + data // 3), estimate
+
+
+@pytest.fixture
+def recorded_streams(monkeypatch):
+    """Every RowStream the CPU backend makes, with the bytes of each chunk it yields."""
+    streams = []
+    backend = get_backend("cpu")
+    original = type(backend).row_stream
+
+    def row_stream(self, arrays, dtype, max_rows):
+        stream = original(self, arrays, dtype, max_rows)
+        chunks, record = stream.chunks, {"stream": stream, "chunks": []}
+
+        def recorded(row_chunks):
+            for chunk in chunks(row_chunks):
+                record["chunks"].append(sum(a.nbytes for a in chunk if a is not None))
+                yield chunk
+
+        stream.chunks = recorded
+        streams.append(record)
+        return stream
+
+    monkeypatch.setattr(type(backend), "row_stream", row_stream)
+    return streams
+
+
+def _assert_same_model(a, b):
+    assert a.loss_curve_ == b.loss_curve_
+    for wa, wb in zip(a.network_.weights(), b.network_.weights()):
+        assert_array_equal(wa, wb)
+
+
+# -- streaming: the same model, within the limit --------------------------------------
+@pytest.mark.parametrize(
+    "make, fit_kw",
+    [
+        (_mlp, {}),
+        (lambda **kw: _mlp(shuffle=False, **kw), {}),
+        (lambda **kw: _mlp(solver="sgd", dropout=0.2, **kw), {"sample_weight": True}),
+        (lambda **kw: _mlp(early_stopping=True, n_iter_no_change=2, **kw), {}),
+        (_convnet, {}),
+        (_rnn, {}),
+    ],
+    ids=["mlp", "no-shuffle", "sgd-dropout-weights", "early-stopping", "convnet", "lstm"],
+)
+def test_streamed_fit_is_the_in_memory_fit(digits, recorded_streams, make, fit_kw):
+    X, y = digits
+    X = X.astype(np.float32)
+    if fit_kw.get("sample_weight"):
+        fit_kw = {"sample_weight": np.random.RandomState(0).uniform(0.5, 2, len(y))}
+    limit, estimate = _streaming_limit(make(), X, y, **fit_kw)
+    in_memory = make().fit(X, y, **fit_kw)
+    streamed = make(max_device_memory=limit).fit(X, y, **fit_kw)
+    assert in_memory.data_placement_ == "device"
+    assert streamed.data_placement_ == "streamed"
+    _assert_same_model(in_memory, streamed)
+    if in_memory.early_stopping:
+        assert in_memory.validation_scores_ == streamed.validation_scores_
+    assert_array_equal(in_memory.predict_proba(X), streamed.predict_proba(X))
+    # The chunks: several per epoch, and with the model they stay within the limit.
+    (record,) = recorded_streams
+    stream, chunks = record["stream"], record["chunks"]
+    assert len(chunks) > in_memory.n_iter_
+    assert max(chunks) <= stream.nbytes
+    model = estimate["parameters"] + estimate["gradients"] + estimate["optimizer_state"]
+    gathered = estimate.batch_size * _device_row_bytes(X, y, fit_kw.get("sample_weight"))
+    batch = estimate["activations"] - gathered + estimate["workspace"]  # no gathered batch
+    assert model + batch + stream.nbytes <= limit
+    assert X.shape[0] * _device_row_bytes(X, y) > 2 * stream.nbytes
+
+
+def test_streamed_regressor_and_string_limit(digits):
+    X, y = digits
+    est = MLPRegressor(hidden_layer_sizes=(16,), max_iter=3, random_state=0, device="cpu")
+    limit, _ = _streaming_limit(est, X, y)
+    streamed = clone(est).set_params(max_device_memory=f"{limit / 1024:.3f}KiB").fit(X, y)
+    assert streamed.data_placement_ == "streamed"
+    _assert_same_model(clone(est).fit(X, y), streamed)
+
+
+def test_partial_fit_follows_the_same_rule(digits):
+    X, y = digits
+    limit, _ = _streaming_limit(_mlp(), X, y)
+    a, b = _mlp(), _mlp(max_device_memory=limit)
+    for part in np.array_split(np.arange(len(y)), 2):
+        a.partial_fit(X[part], y[part], classes=np.unique(y))
+        b.partial_fit(X[part], y[part], classes=np.unique(y))
+        assert b.data_placement_ == "streamed"
+        assert a.data_placement_ == "device"
+    _assert_same_model(a, b)
+
+
+def test_large_validation_set_is_streamed_too(digits):
+    X, y = digits
+    X_val, y_val = np.tile(X, (3, 1)), np.tile(y, 3)
+    est = _mlp(hidden_layer_sizes=(8,))
+    limit, _ = _streaming_limit(est, X, y)
+    in_memory = clone(est).fit(X, y, X_val=X_val, y_val=y_val)
+    streamed = clone(est).set_params(max_device_memory=limit)
+    streamed.fit(X, y, X_val=X_val, y_val=y_val)
+    assert streamed.data_placement_ == "streamed"
+    _assert_same_model(in_memory, streamed)
+    valid = [row["valid_loss"] for row in in_memory.history_]
+    assert_allclose([row["valid_loss"] for row in streamed.history_], valid, rtol=1e-5)
+
+
+def test_verbose_says_the_data_are_streamed(digits, capsys):
+    X, y = digits
+    limit, _ = _streaming_limit(_mlp(), X, y)
+    _mlp(max_device_memory=limit, verbose=True, max_iter=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert "Data: streamed from host memory in chunks of" in out
+    assert "Iteration 1, loss =" in out
+
+
+def test_no_limit_on_the_cpu_keeps_the_data_in_place(digits):
+    X, y = digits
+    clf = _mlp(max_iter=1).fit(X, y)
+    assert clf.data_placement_ == "device"
+    lbfgs = _mlp(solver="lbfgs", max_iter=2).fit(X, y)
+    assert lbfgs.data_placement_ == "device"
+
+
+def test_not_even_one_batch_fits(digits):
+    X, y = digits
+    estimate = estimate_memory(_mlp(), X, y)
+    with pytest.raises(MemoryError, match=r"Not even one batch fits on cpu"):
+        _mlp(max_device_memory=int(estimate.total - estimate["data"] * 0.99)).fit(X, y)
+    with pytest.raises(MemoryError, match="solver='lbfgs' trains on all 1797 rows"):
+        _mlp(solver="lbfgs", max_device_memory=estimate["parameters"]).fit(X, y)
+
+
+@pytest.mark.parametrize("value", [0, -1, "lots", "12 parsecs", 1.5])
+def test_bad_limits_are_refused(digits, value):
+    X, y = digits
+    with pytest.raises(ValueError, match="max_device_memory"):
+        _mlp(max_device_memory=value).fit(X, y)
+
+
+def test_parse_and_format_bytes():
+    assert parse_bytes(1000) == 1000
+    assert parse_bytes("8GB") == 8 * 10**9
+    assert parse_bytes("512 MiB") == 512 * 2**20
+    assert parse_bytes("1.5e3") == 1500
+    assert parse_bytes("2k") == 2000
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(3 * 2**30) == "3.0 GiB"
+
+
+def test_row_stream_gathers_rows_in_order():
+    backend = get_backend("cpu")
+    X = np.arange(20, dtype=np.float64).reshape(10, 2)
+    w = np.arange(10.0)
+    stream = backend.row_stream((X, None, w), np.float32, max_rows=4)
+    order = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5])
+    seen = []
+    for Xc, none, wc in stream.chunks(order[i : i + 4] for i in range(0, 9, 4)):
+        assert none is None and Xc.dtype == np.float32 and Xc.shape[0] <= 4
+        seen.append((Xc.copy(), wc.copy()))
+    assert_array_equal(np.concatenate([s[0] for s in seen]), X[order])
+    assert_array_equal(np.concatenate([s[1] for s in seen]), w[order])
+    assert stream.nbytes == 4 * 2 * 4 + 4 * 4
+    # The reference stream (the code CuPy falls back on) gives the same rows.
+    generic = RowStream(get_backend("cpu"), (X,), np.float32, 4)
+    (chunk,) = next(generic.chunks([order[:4]]))
+    assert_array_equal(chunk, X[order[:4]])
+
+
+def test_sparse_data_stream(digits):
+    import scipy.sparse as sp
+
+    X, y = digits
+    X = sp.csr_matrix(X)
+    limit, _ = _streaming_limit(_mlp(), X, y)
+    streamed = _mlp(max_device_memory=limit).fit(X, y)
+    assert streamed.data_placement_ == "streamed"
+    _assert_same_model(_mlp().fit(X, y), streamed)
+
+
+# -- the estimate --------------------------------------------------------------------
+def test_estimate_parts_and_repr(digits):
+    X, y = digits
+    estimate = estimate_memory(_mlp(hidden_layer_sizes=(64,)), X, y)
+    assert isinstance(estimate, MemoryEstimate)
+    assert tuple(estimate) == PARTS
+    n_params = 64 * 64 + 64 + 64 * 10 + 10
+    assert estimate["parameters"] == estimate["gradients"] == n_params * 4
+    assert estimate["optimizer_state"] == 3 * n_params * 4  # Adam's m, v and a scratch
+    assert estimate["data"] >= X.size * 4  # float64 digits become a float32 copy
+    assert estimate.total == sum(estimate.values())
+    text = repr(estimate)
+    assert "MemoryEstimate(cpu, batch_size=64)" in text and "total" in text
+    assert estimate.batch_size_that_fits(estimate.total) == 64
+    assert estimate.batch_size_that_fits(estimate.total - estimate["data"]) < 64
+
+
+def test_estimate_follows_the_estimator(digits):
+    X, y = digits
+    base = estimate_memory(_mlp(), X, y)
+    assert estimate_memory(_mlp(solver="sgd"), X, y)["optimizer_state"] * 3 == (
+        base["optimizer_state"] * 2
+    )
+    bigger = estimate_memory(_mlp(batch_size=256), X, y)
+    assert bigger["activations"] > base["activations"]
+    stopping = estimate_memory(_mlp(early_stopping=True), X, y)
+    assert stopping["parameters"] == 2 * base["parameters"]  # the best weights' copy
+    fitted = _mlp(max_iter=1).fit(X, y)
+    assert estimate_memory(fitted, X)["parameters"] == base["parameters"]
+    assert "network_" not in _mlp().__dict__  # nothing fitted by estimating
+
+
+def _traced_fit_peak(est, X, y):
+    """Peak bytes NumPy allocates during ``est.fit(X, y)`` (after a warm-up fit)."""
+    clone(est).set_params(max_iter=1, batch_size=50).fit(X[:100], y[:100])  # compiled kernels
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        est.fit(X, y)
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(
+    "est, shape",
+    [
+        (MLPClassifier(hidden_layer_sizes=(256, 256), batch_size=256), (1500, 128)),
+        (ConvNetClassifier(batch_size=100), (600, 16 * 16)),
+        (RNNClassifier(units=(32,), input_shape=(30, 8), batch_size=128), (1000, 240)),
+    ],
+    ids=["mlp", "convnet", "lstm"],
+)
+def test_estimate_within_20_percent_of_the_measured_peak(est, shape):
+    rng = np.random.RandomState(0)
+    X = rng.rand(*shape).astype(np.float32)
+    y = rng.randint(5, size=shape[0])
+    est = clone(est).set_params(max_iter=1, random_state=0, device="cpu")
+    if isinstance(est, ConvNetClassifier):
+        est.set_params(input_shape=(1, 16, 16))
+    estimate = estimate_memory(est, X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        peak = _traced_fit_peak(est, X, y)
+    assert abs(estimate.total - peak) <= 0.2 * peak, (estimate, format_bytes(peak))
+
+
+_RSS_SCRIPT = """
+import gc, json, resource, warnings
+import numpy as np, psutil
+from sknet import MLPClassifier
+from sknet.utils import estimate_memory
+warnings.simplefilter("ignore")
+rng = np.random.RandomState(0)
+X = rng.rand(20000, 256).astype(np.float32)
+y = rng.randint(10, size=20000)
+est = MLPClassifier(hidden_layer_sizes=(1024, 1024), batch_size=2000, max_iter=1,
+                    random_state=0, device="cpu")
+estimate = estimate_memory(est, X, y)
+MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, device="cpu").fit(X[:50], y[:50])
+gc.collect()
+before = psutil.Process().memory_info().rss
+est.fit(X, y)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"estimate": estimate.total, "growth": peak - before}))
+"""
+
+
+def test_estimate_against_peak_rss_growth():
+    """The process's peak RSS grows by the estimate (a fresh process, big arrays mapped)."""
+    pytest.importorskip("psutil")
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_RSS_SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert abs(figures["estimate"] - figures["growth"]) <= 0.2 * figures["growth"], figures
+
+
+def test_out_of_memory_message_uses_the_estimate(digits, monkeypatch):
+    """A MemoryError during fit says what was needed, what was free, what would fit."""
+    from sknet.layers import Dense as DenseLayer
+
+    X, y = digits
+    forward = DenseLayer.forward
+
+    def failing(self, X, *, training):
+        if training and X.shape[0] > 50:  # fit's batches, not the estimate's probes
+            raise MemoryError("Unable to allocate 1.0 GiB")
+        return forward(self, X, training=training)
+
+    monkeypatch.setattr(DenseLayer, "forward", failing)
+    with pytest.raises(MemoryError) as info:
+        _mlp(batch_size=64).fit(X, y)
+    message = str(info.value)
+    assert "cpu ran out of memory while training with batch_size=64" in message
+    assert "The fit needs about" in message and "activations" in message
+    limit, _ = _streaming_limit(_mlp(), X, y)
+    with pytest.raises(MemoryError, match="streamed from host memory already"):
+        _mlp(batch_size=64, max_device_memory=limit).fit(X, y)
+
+
+# -- on a GPU: CuPy's pool limit below the data ------------------------------------------
+@pytest.fixture
+def pool_limit():
+    """Set CuPy's memory-pool limit for the test; restore it after."""
+    import cupy as cp
+
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    previous = pool.get_limit()
+    yield pool
+    pool.set_limit(size=previous)
+    pool.free_all_blocks()
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("make", [_mlp, _convnet], ids=["mlp", "convnet"])
+def test_gpu_streams_below_the_pool_limit(make, pool_limit):
+    rng = np.random.RandomState(0)
+    shape = (20000, 64)
+    X, y = rng.rand(*shape).astype(np.float32), rng.randint(10, size=shape[0])
+    if make is _convnet:
+        make = lambda **kw: _convnet(input_shape=(1, 8, 8), **kw)  # noqa: E731
+    in_memory = make(device="cuda").fit(X, y)
+    estimate = estimate_memory(make(device="cuda"), X, y)
+    pool_limit.set_limit(size=int(estimate.total - estimate["data"] // 2))
+    assert X.nbytes > pool_limit.get_limit() - (estimate.total - estimate["data"])
+    streamed = make(device="cuda").fit(X, y)
+    assert streamed.data_placement_ == "streamed"
+    assert pool_limit.total_bytes() <= pool_limit.get_limit()
+    for wa, wb in zip(in_memory.network_.weights(), streamed.network_.weights()):
+        assert_allclose(wa.get(), wb.get(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize(
+    "est, shape",
+    [
+        (MLPClassifier(hidden_layer_sizes=(1024, 1024), batch_size=512), (20000, 256)),
+        (ConvNetClassifier(batch_size=256, input_shape=(1, 28, 28)), (5000, 784)),
+        (RNNClassifier(units=(128,), input_shape=(50, 16), batch_size=256), (5000, 800)),
+    ],
+    ids=["mlp", "convnet", "lstm"],
+)
+def test_gpu_estimate_within_20_percent_of_the_pool_peak(est, shape):
+    import cupy as cp
+
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(*shape).astype(np.float32), rng.randint(5, size=shape[0])
+    est = clone(est).set_params(max_iter=1, random_state=0, device="cuda")
+    estimate = estimate_memory(est, X, y)
+    clone(est).fit(X[:300], y[:300])  # compiled kernels, cuBLAS handles
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    base, peak = pool.used_bytes(), [0]
+
+    class Peak(cp.cuda.MemoryHook):
+        name = "sknet-peak"
+
+        def malloc_postprocess(self, **kw):
+            peak[0] = max(peak[0], pool.used_bytes() - base)
+
+    with Peak():
+        est.fit(X, y)
+    assert abs(estimate.total - peak[0]) <= 0.2 * peak[0], (estimate, format_bytes(peak[0]))
