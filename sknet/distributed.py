@@ -538,11 +538,10 @@ class _Driver:
         self._epoch = 0
 
     # -- the epoch runner ---------------------------------------------------------
-    def __call__(self, trainer, data, optimizer, *, batch_size, rows, sw_sums=None, on_batch=None):
+    def __call__(self, trainer, data, optimizer, *, batch_size, rows, w, sw_sums, on_batch):
         if not self.shards:
             self._place(trainer, data)
         self._epoch += 1
-        w = None if data.w is None else trainer.backend.to_numpy(data.w)
         plans = self._plan_epoch(rows, w, batch_size)
         n_batches = max((len(p[1]) for p in plans.values()), default=0)
         period = n_batches if self.sync_every == "epoch" else self.sync_every
@@ -711,11 +710,13 @@ class _Driver:
 
     def _wait(self, pending):
         """Results that came back, and shards whose worker died, since the last call."""
+        from distributed.client import FuturesCancelledError
+
         distributed = self.distributed
         try:
             distributed.wait(list(pending.values()), timeout=_POLL_SECONDS)
-        except (TimeoutError, distributed.TimeoutError):
-            pass
+        except (TimeoutError, distributed.TimeoutError, FuturesCancelledError):
+            pass  # a worker died or the period is not over: see below
         alive = set(self.client.nthreads())
         finished, gone = {}, []
         for k, future in pending.items():

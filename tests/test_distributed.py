@@ -1,0 +1,376 @@
+"""DataParallel: one model trained in step on the workers of a Dask cluster.
+
+One module-scoped LocalCluster of two worker processes (loopback, no
+dashboard) serves every test; the tests that kill a worker come last and wait
+for its nanny to bring it back. Skipped when the ``distributed`` extra is
+missing.
+"""
+
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dask", reason="needs dask (the distributed extra)")
+distributed = pytest.importorskip("distributed", reason="needs dask.distributed")
+
+import dask.array as da  # noqa: E402
+from sklearn.base import clone  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+from sknet import MLPClassifier, MLPRegressor  # noqa: E402
+from sknet.callbacks import Checkpoint  # noqa: E402
+from sknet.distributed import DataParallel, WorkerLostError  # noqa: E402
+from sknet.losses import LogLoss  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cluster start-up chatter
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+        client = distributed.Client(cluster)
+    yield client
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        client.close()
+        cluster.close()
+
+
+def mlp(**params):
+    defaults = dict(
+        hidden_layer_sizes=(16,), learning_rate_init=0.01, max_iter=4, random_state=0, device="cpu"
+    )
+    return MLPClassifier(**{**defaults, **params})
+
+
+def weights(estimator):
+    return [np.asarray(w) for w in estimator.network_.weights()]
+
+
+def assert_same_model(a, b, rtol=0.0):
+    assert a.loss_curve_ == pytest.approx(b.loss_curve_, rel=rtol, abs=0)
+    for wa, wb in zip(weights(a), weights(b)):
+        np.testing.assert_allclose(wa, wb, rtol=rtol, atol=0)
+
+
+# -- same start, same answer ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"dtype": "float64"},
+        {"dtype": "float64", "solver": "sgd", "early_stopping": True, "dropout": 0.2},
+        {"dtype": "float32"},
+    ],
+    ids=["adam-float64", "sgd-early-stopping-dropout-float64", "adam-float32"],
+)
+def test_one_worker_trains_the_model_fit_trains(client, digits, params):
+    X, y = digits
+    weight = np.random.RandomState(0).uniform(0.5, 2, len(y))
+    est = mlp(**params)
+    local = clone(est).fit(X, y, sample_weight=weight)
+    parallel = DataParallel(est, n_workers=1).fit(X, y, sample_weight=weight)
+    # Float64 identical; float32 identical here too (same BLAS threads), 1e-5 promised.
+    rtol = 0.0 if params["dtype"] == "float64" else 1e-5
+    assert_same_model(parallel.estimator_, local, rtol=rtol)
+    assert parallel.estimator_.history_[-1]["epoch"] == local.history_[-1]["epoch"]
+    np.testing.assert_array_equal(parallel.predict(X), local.predict(X))
+    assert parallel.shard_rows_ == [len(X)]
+
+
+@pytest.mark.parametrize("sync_every", ["epoch", 3])
+def test_two_workers_are_reproducible(client, digits, sync_every):
+    X, y = digits
+    est = mlp(dtype="float64")
+    a = DataParallel(est, sync_every=sync_every).fit(X, y)
+    b = DataParallel(est, sync_every=sync_every).fit(X, y)
+    assert_same_model(a.estimator_, b.estimator_)
+    assert a.shard_rows_ == [898, 899] and len(a.workers_) == 2
+    assert a.score(X, y) > 0.5
+    # 898 rows a shard make 5 batches of 200: synchronized once, or after 3 and 2
+    per_epoch = 1 if sync_every == "epoch" else 2
+    assert len(a.sync_history_) == per_epoch * est.max_iter
+    row = a.sync_history_[0]
+    assert row["bytes_sent"] > 0 and row["bytes_received"] == row["bytes_sent"]
+    assert row["retries"] == 0 and row["seconds"] >= row["compute_seconds"] > 0
+
+
+def test_dask_blocks_stay_on_the_workers(client, digits, monkeypatch):
+    X, y = digits
+    X_blocks = client.persist(da.from_array(X, chunks=((898, 899), (64,))))
+    distributed.wait(X_blocks)
+    holders = client.who_has(X_blocks)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a block of X came to the client")
+
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    monkeypatch.setattr(da.Array, "compute", refuse)
+    est = mlp(dtype="float64")
+    parallel = DataParallel(est).fit(X_blocks, y)
+    monkeypatch.undo()
+    keys = [key[0] for key in X_blocks.__dask_keys__()]
+    assert parallel.workers_ == [holders[key][0] for key in keys]
+    # blocks cut where the NumPy split cuts: the same shards, the same model
+    assert_same_model(parallel.estimator_, DataParallel(est).fit(X, y).estimator_)
+
+
+def test_dask_input_with_early_stopping_and_dask_targets(client, digits):
+    X, y = digits
+    est = mlp(early_stopping=True, max_iter=3)
+    parallel = DataParallel(est).fit(da.from_array(X, chunks=400), da.from_array(y, chunks=400))
+    fitted = parallel.estimator_
+    assert len(fitted.validation_scores_) == 3 and fitted.best_validation_score_ > 0
+    assert sum(parallel.shard_rows_) == len(X) - int(np.ceil(0.1 * len(X)))
+
+
+def test_dask_blocks_are_checked_on_the_workers(client, digits):
+    X, y = digits
+    X = X.copy()
+    X[5, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        DataParallel(mlp()).fit(da.from_array(X, chunks=300), y)
+
+
+# -- epoch bookkeeping once, on the driver -------------------------------------------
+def test_validation_verbose_and_callbacks_run_once_on_the_driver(client, digits, capsys, tmp_path):
+    X, y = digits
+    path = tmp_path / "model.joblib"
+    est = mlp(max_iter=3, verbose=True, callbacks=[Checkpoint(path, monitor=None)])
+    parallel = DataParallel(est, sync_every=2).fit(
+        X[:1500], y[:1500], X_val=X[1500:], y_val=y[1500:]
+    )
+    out = capsys.readouterr().out
+    assert out.count("Iteration 1, loss") == 1 and out.count("Iteration 3, loss") == 1
+    fitted = parallel.estimator_
+    assert [row["epoch"] for row in fitted.history_] == [1, 2, 3]
+    assert all(row["valid_score"] > 0 for row in fitted.history_)
+    assert fitted.callbacks_[0].saved_epochs_ == [1, 2, 3]
+    assert len(fitted.loss_curve_) == 3
+
+
+def test_checkpoint_resumes_after_the_driver_dies(client, digits, tmp_path):
+    import joblib
+
+    X, y = digits
+    path = tmp_path / "model.joblib"
+    est = mlp(dtype="float64", max_iter=2, callbacks=[Checkpoint(path, monitor=None)])
+    DataParallel(est).fit(X, y)
+    saved = joblib.load(path)  # what a new driver finds
+    assert len(saved.history_) == 2
+    resumed = DataParallel(saved.set_params(warm_start=True, max_iter=3)).fit(X, y)
+    assert [row["epoch"] for row in resumed.estimator_.history_] == [1, 2, 3, 4, 5]
+    assert len(saved.history_) == 2  # the estimator given is not modified
+
+
+def test_partial_fit_is_one_epoch_over_the_shards(client, digits):
+    X, y = digits
+    parallel = DataParallel(mlp())
+    parallel.partial_fit(X, y, classes=np.arange(10)).partial_fit(X, y)
+    assert parallel.estimator_.t_ == 2 * len(X) and len(parallel.estimator_.history_) == 2
+
+
+def test_regressor(client, digits):
+    X, y = digits
+    parallel = DataParallel(MLPRegressor(hidden_layer_sizes=(8,), max_iter=3, device="cpu"))
+    parallel.fit(X, y.astype(float), sample_weight=np.ones(len(y)))
+    assert parallel.predict(X).shape == (len(X),) and not hasattr(parallel, "classes_")
+
+
+# -- the result is an ordinary sknet model ------------------------------------------
+def test_the_fitted_model_pickles_and_predicts_without_dask(client, digits, tmp_path):
+    X, y = digits
+    parallel = DataParallel(mlp()).fit(X, y)
+    assert parallel.to_local() is parallel.estimator_
+    assert type(parallel.estimator_) is MLPClassifier
+    np.testing.assert_array_equal(parallel.classes_, np.arange(10))
+    assert parallel.n_features_in_ == 64 and parallel.predict_proba(X).shape == (len(X), 10)
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps(parallel.estimator_))
+    code = (
+        "import sys, pickle, numpy as np\n"
+        "sys.modules['dask'] = sys.modules['distributed'] = None  # no Dask here\n"
+        f"model = pickle.loads(open({str(path)!r}, 'rb').read())\n"
+        "print(model.predict(np.zeros((2, 64))).shape)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(2,)"
+
+
+def test_import_sknet_needs_no_dask():
+    code = (
+        "import sys\n"
+        "sys.modules['dask'] = sys.modules['distributed'] = None\n"
+        "import sknet, sknet.distributed\n"
+        "try:\n"
+        "    sknet.distributed.DataParallel(sknet.MLPClassifier()).fit([[0.0]], [0])\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert 'pip install "sknet-nn[distributed]"' in out.stdout
+
+
+# -- bad input ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "estimator, params, error, match",
+    [
+        ("ridge", {}, TypeError, "sknet estimators"),
+        (None, {"solver": "lbfgs"}, ValueError, "solver='adam' or 'sgd'"),
+    ],
+)
+def test_bad_estimators(client, digits, estimator, params, error, match):
+    from sklearn.linear_model import Ridge
+
+    X, y = digits
+    est = Ridge() if estimator == "ridge" else mlp(**params)
+    with pytest.raises(error, match=match):
+        DataParallel(est).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"sync_every": 0}, "sync_every"),
+        ({"sync_every": "batch"}, "sync_every"),
+        ({"n_workers": 3}, "n_workers=3, but the Dask cluster has 2"),
+        ({"on_worker_loss": "ignore"}, "on_worker_loss"),
+    ],
+)
+def test_bad_parameters(client, digits, params, match):
+    X, y = digits
+    with pytest.raises(ValueError, match=match):
+        DataParallel(mlp(), **params).fit(X, y)
+
+
+def test_no_client_says_how_to_make_one(digits):
+    X, y = digits
+    code = (
+        "import numpy as np\n"
+        "from sknet import MLPClassifier\n"
+        "from sknet.distributed import DataParallel\n"
+        "try:\n"
+        "    DataParallel(MLPClassifier()).fit(np.zeros((4, 2)), [0, 1, 0, 1])\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "needs a Dask client" in out.stdout and "Client(LocalCluster())" in out.stdout
+
+
+# -- scikit-learn's checks ----------------------------------------------------------
+EXPECTED_FAILED_CHECKS = {
+    # Repeating rows moves rows between the two shards (the split is by position),
+    # so the averaged model is another one than with weights; with one worker the
+    # weighted and repeated fits agree (test_one_worker_trains_the_model_fit_trains).
+    "check_sample_weight_equivalence_on_dense_data": "rows move between shards",
+    "check_sample_weight_equivalence_on_sparse_data": "rows move between shards",
+}
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@parametrize_with_checks(
+    [
+        DataParallel(
+            MLPClassifier(
+                hidden_layer_sizes=(16,), learning_rate_init=0.05, max_iter=8, random_state=0
+            )
+        )
+    ],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
+def test_sklearn_compatible_estimator(client, estimator, check):
+    check(estimator)
+
+
+# -- GPUs (dask-cuda) ----------------------------------------------------------------
+@pytest.mark.gpu
+def test_replicas_train_on_the_workers_gpus(digits):
+    dask_cuda = pytest.importorskip("dask_cuda", reason="needs dask-cuda")
+    from sknet.backend import cuda_device_count
+
+    if cuda_device_count() == 0:
+        pytest.skip("needs a CUDA GPU with CuPy")
+    X, y = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = dask_cuda.LocalCUDACluster(host="127.0.0.1", dashboard_address=None)
+        gpu_client = distributed.Client(cluster)
+    try:
+        parallel = DataParallel(mlp(device="cuda"), client=gpu_client).fit(X, y)
+        assert set(parallel.worker_devices_) == {"cuda:0"}  # each worker's own GPU
+        assert parallel.estimator_.device_ == "cpu" and parallel.score(X, y) > 0.5
+    finally:
+        gpu_client.close()
+        cluster.close()
+
+
+# -- faults: a worker process killed during a fit ---------------------------------------
+class KillingLogLoss(LogLoss):
+    """The log-loss, which ends its process at its ``after + 1``-th call in process ``pid``."""
+
+    def __init__(self, pid=-1, after=0):
+        self.pid = pid
+        self.after = after
+
+    def for_target(self, target_type):
+        return clone(self)
+
+    def __call__(self, Z, Y, sample_weight=None, sw_sum=None):
+        if os.getpid() == self.pid:
+            self._calls = self.__dict__.get("_calls", 0) + 1
+            if self._calls > self.after:
+                os._exit(1)  # as a killed process: no clean-up, no reply
+        return super().__call__(Z, Y, sample_weight, sw_sum)
+
+
+def first_worker(client):
+    client.wait_for_workers(2, timeout=60)
+    address = sorted(client.nthreads())[0]
+    return address, client.run(os.getpid, workers=[address])[address]
+
+
+def test_a_killed_worker_is_replaced_and_the_model_is_the_same(client, digits):
+    X, y = digits
+    est = mlp(dtype="float64", max_iter=3)
+    undisturbed = DataParallel(est, sync_every=2).fit(X, y)
+    address, pid = first_worker(client)
+    # 5 batches an epoch on each shard: the 8th is in the second epoch's 2nd period
+    killer = est.set_params(loss=KillingLogLoss(pid=pid, after=7))
+    parallel = DataParallel(killer, sync_every=2).fit(X, y)
+    retried = [row for row in parallel.sync_history_ if row["retries"]]
+    assert [(row["epoch"], row["retries"]) for row in retried] == [(2, 1)]
+    assert address not in client.nthreads()
+    assert_same_model(parallel.estimator_, undisturbed.estimator_)
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_a_killed_worker_with_raise_stops_with_the_last_synchronized_model(client, digits):
+    X, y = digits
+    address, pid = first_worker(client)
+    est = mlp(dtype="float64", max_iter=3)
+    killer = clone(est).set_params(loss=KillingLogLoss(pid=pid, after=7))
+    parallel = DataParallel(killer, on_worker_loss="raise")
+    with pytest.raises(WorkerLostError, match=address) as info:
+        parallel.fit(X, y)
+    assert info.value.workers == [address]
+    # epoch 2 was lost: the model is the one of epoch 1, usable
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
+    one_epoch = DataParallel(clone(est).set_params(max_iter=1), n_workers=2).fit(X, y)
+    assert len(parallel.estimator_.history_) == 1
+    assert_same_model(parallel.estimator_, one_epoch.estimator_)
+    assert parallel.predict(X).shape == y.shape
