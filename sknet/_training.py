@@ -25,6 +25,9 @@ import numpy as np
 
 #: Training data already on the backend: X, 2-D float targets Y, weights w or None.
 BackendData = namedtuple("BackendData", "X Y w")
+#: Training data kept on the host (X, Y, w) and brought to the backend by ``stream``
+#: (a :class:`~sknet.backend._base.RowStream`) in chunks of ``chunk_rows`` rows.
+StreamedData = namedtuple("StreamedData", "X Y w chunk_rows stream")
 
 
 class Diverged(Exception):
@@ -352,6 +355,7 @@ class Trainer:
         sw_sums=None,
         on_batch=None,
         n_batches=None,
+        total=None,
     ):
         """Train on consecutive batches of the rows in ``order`` (all rows if None).
 
@@ -370,6 +374,8 @@ class Trainer:
             ``on_batch(index, size)`` after each update.
         n_batches : int, default=None
             Stop after this many batches.
+        total : 0-d backend array, default=None
+            A running sum to add the losses to (zero if None).
 
         Returns
         -------
@@ -378,7 +384,7 @@ class Trainer:
         """
         xp = self.backend.xp
         n = data.X.shape[0] if order is None else order.shape[0]
-        total = xp.zeros((), dtype=np.float64)
+        total = xp.zeros((), dtype=np.float64) if total is None else total
         grads = self.grad_segments
         for i, start in enumerate(range(0, n, batch_size)):
             if n_batches is not None and i >= n_batches:
@@ -398,6 +404,28 @@ class Trainer:
             if on_batch is not None:
                 on_batch(i, stop - start)
         self._check_grad_views()
+        return total
+
+    def run_streamed(self, data, optimizer, rows, *, batch_size, sw_sums=None, on_batch=None):
+        """Train on batches of host rows ``rows`` of ``data`` (:data:`StreamedData`).
+
+        The rows come to the backend in chunks of ``data.chunk_rows`` (a
+        multiple of ``batch_size``), gathered in ``rows``' order, and each chunk
+        runs as :meth:`run_batches` over its rows as stored: the same batches,
+        in the same order, as with the data on the backend.
+        """
+        step, total = data.chunk_rows, None
+        row_chunks = (rows[start : start + step] for start in range(0, rows.shape[0], step))
+        for k, chunk in enumerate(data.stream.chunks(row_chunks)):
+            first = k * step // batch_size  # the epoch's index of the chunk's first batch
+            total = self.run_batches(
+                BackendData(*chunk),
+                optimizer,
+                batch_size=batch_size,
+                sw_sums=None if sw_sums is None else sw_sums[first:],
+                on_batch=None if on_batch is None else _shifted(on_batch, first),
+                total=total,
+            )
         return total
 
     # -- epochs ---------------------------------------------------------------
@@ -465,7 +493,6 @@ class Trainer:
                     sample_idx = sample_idx[perm]
                 rows = sample_idx if train_rows is None else train_rows[sample_idx]
                 ordered = shuffle or train_rows is not None
-                order = self.backend.asarray(rows) if ordered else None
                 sw_sums = None
                 if sample_weight is not None and runner is None:
                     sw_sums = np.add.reduceat(sample_weight[rows], starts)
@@ -476,7 +503,10 @@ class Trainer:
                 )
                 if runner is not None:  # elsewhere (sknet.distributed)
                     total = runner(self, data, optimizer, rows=rows, w=sample_weight, **batches)
+                elif isinstance(data, StreamedData):
+                    total = self.run_streamed(data, optimizer, rows, **batches)
                 else:
+                    order = self.backend.asarray(rows) if ordered else None
                     total = self.run_batches(data, optimizer, order=order, **batches)
                 loss = float(total) / n_train  # the epoch's one read-back
                 if self.end_epoch(state.epoch, loss, evaluate, started):
@@ -512,11 +542,12 @@ class Trainer:
         total, chunks = 0.0, []
         chunk = chunk_rows or self.network.predict_chunk_rows()
         weight_sum = X.shape[0] if w is None else float(w.sum())
+        backend, dtype = self.backend, self.network.dtype
         for i in range(0, X.shape[0], chunk):
-            part = slice(i, i + chunk)
-            Z = self.network.forward(X[part], training=False)
-            wb = None if w is None else w[part]
-            loss, _ = self.loss(Z, Y[part], wb)
+            part = slice(i, i + chunk)  # host data (streamed validation) moves by chunks
+            Z = self.network.forward(backend.asarray(X[part], dtype), training=False)
+            wb = None if w is None else backend.asarray(w[part], dtype)
+            loss, _ = self.loss(Z, backend.asarray(Y[part], dtype), wb)
             total = total + loss * (Z.shape[0] if wb is None else wb.sum())
             chunks.append(self.backend.to_numpy(self.loss.output(Z)))
         return float(total) / weight_sum, np.concatenate(chunks)
@@ -598,6 +629,11 @@ def copy_callbacks(callbacks):
                 f"{type(callback).__name__}"
             )
     return [copy.deepcopy(callback) for callback in callbacks]
+
+
+def _shifted(on_batch, offset):
+    """``on_batch`` with batch indices counted from ``offset``."""
+    return lambda i, size: on_batch(offset + i, size)
 
 
 def _overrides(callback, hook):
