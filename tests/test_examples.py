@@ -53,6 +53,14 @@ def test_features_and_ensembles():
     assert "soft voting" in out and "frozen fitted ConvNet" in out
 
 
+def test_data_parallel():
+    for module in ("dask", "distributed"):
+        pytest.importorskip(module, reason=f"needs {module} (the distributed extra)")
+    out = run_example("data_parallel.py")
+    assert "2 workers, sync_every='epoch'" in out and "from a Dask array" in out
+    assert "the fitted model is an MLPClassifier: 30 epochs" in out
+
+
 def test_transfer_learning_on_digits(tmp_path):
     # an empty directory: no MNIST there, so the digits version runs
     out = run_example("transfer_learning.py", str(tmp_path))

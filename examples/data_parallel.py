@@ -1,0 +1,72 @@
+"""
+=================================================
+One model on many workers: data-parallel training
+=================================================
+
+:class:`~sknet.distributed.DataParallel` trains one sknet network on data
+spread over the workers of a Dask cluster. Each worker keeps one shard of the
+rows and trains a replica on it; every ``sync_every`` batches (or once per
+epoch) the replicas' weights and optimizer moments are averaged, and all of
+them continue from the average. The epochs' bookkeeping (loss curve, history,
+validation, callbacks) happens once, on the averaged model, and the result is
+an ordinary :class:`~sknet.MLPClassifier`.
+
+Here the cluster is a :class:`~dask.distributed.LocalCluster` of two worker
+processes on this machine; on a real cluster, connect the client to its
+scheduler instead (``Client("tcp://scheduler:8786")``). Needs
+``pip install "sknet-nn[distributed]"``.
+"""
+
+import pickle
+import warnings
+
+import dask.array as da
+from dask.distributed import Client, LocalCluster
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+
+from sknet import MLPClassifier
+from sknet.distributed import DataParallel
+
+if __name__ == "__main__":  # worker processes re-import this file
+    X, y = load_digits(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X / 16.0, y, test_size=0.25, stratify=y, random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # start-up messages of the cluster
+        cluster = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+        client = Client(cluster)
+    print(f"Dask cluster with {len(client.nthreads())} workers")
+
+    net = MLPClassifier(hidden_layer_sizes=(64,), max_iter=30, random_state=0, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 30 epochs on purpose
+        local = net.fit(X_train, y_train)
+        print(f"one process:             test accuracy {local.score(X_test, y_test):.4f}")
+        for sync_every in ("epoch", 2):
+            model = DataParallel(net, sync_every=sync_every).fit(X_train, y_train)
+            syncs = model.sync_history_
+            kib = syncs[0]["bytes_sent"] / 1024
+            print(
+                f"2 workers, sync_every={sync_every!r:7}: test accuracy "
+                f"{model.score(X_test, y_test):.4f}, {len(syncs)} synchronizations of "
+                f"{kib:.0f} KiB out (and back), shards of {model.shard_rows_} rows"
+            )
+
+        # A Dask array stays on the workers: each block group becomes a shard there.
+        X_blocks = da.from_array(X_train, chunks=(675, 64))
+        model = DataParallel(net).fit(X_blocks, y_train)
+        print(f"from a Dask array:       test accuracy {model.score(X_test, y_test):.4f}")
+
+    fitted = pickle.loads(pickle.dumps(model.to_local()))  # no Dask needed to use it
+    print(f"the fitted model is an {type(fitted).__name__}: {len(fitted.history_)} epochs")
+    client.close()
+    cluster.close()
