@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RESULTS ?= results
-# gpu-check: wall-clock limit of each of its three steps, in seconds.
+# gpu-check: wall-clock limit of each of its four steps, in seconds.
 STEP_TIMEOUT ?= 300
 # Tests run in parallel processes; one BLAS thread each avoids oversubscription.
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -64,6 +64,9 @@ gpu-check:
 	echo "== GPU benchmark"; \
 	PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) benchmarks/bench_gpu.py --results $(RESULTS) \
 		> $(RESULTS)/gpu-bench.log 2>&1 || status=1; cat $(RESULTS)/gpu-bench.log; \
+	echo "== streaming from host memory, memory estimate"; \
+	PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) benchmarks/bench_streaming.py --results $(RESULTS) \
+		> $(RESULTS)/gpu-streaming.log 2>&1 || status=1; cat $(RESULTS)/gpu-streaming.log; \
 	exit $$status
 
 # The sdist and wheel a release would upload (into dist/), checked by twine and

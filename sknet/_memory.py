@@ -535,7 +535,8 @@ def plan_placement(est, trainer, optimizer, data, validation, *, train_rows, bat
         split=False,
         profile=profile,
     )
-    if estimate.total <= capacity:
+    margin = _MARGIN * (estimate["activations"] + estimate["workspace"])
+    if estimate.total + margin <= capacity:  # the margin streaming keeps, too
         return Placement("device", estimate=estimate, capacity=capacity)
     return _streamed(est, backend, estimate, capacity, data, validation, batch_size, n_train)
 

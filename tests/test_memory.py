@@ -287,7 +287,7 @@ def _traced_fit_peak(est, X, y):
     [
         (MLPClassifier(hidden_layer_sizes=(256, 256), batch_size=256), (1500, 128)),
         (ConvNetClassifier(batch_size=100), (600, 16 * 16)),
-        (RNNClassifier(units=(32,), input_shape=(30, 8), batch_size=128), (1000, 240)),
+        (RNNClassifier(units=(32,), input_shape=(30, 8), batch_size=128), (1024, 240)),
     ],
     ids=["mlp", "convnet", "lstm"],
 )
