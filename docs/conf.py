@@ -40,7 +40,7 @@ html_theme_options = {"navigation_depth": 2, "show_toc_level": 2}
 
 # The gallery runs the examples that take seconds on a CPU; the MNIST ones run
 # when SKNET_MNIST_DIR is set, and the others are shown without running (CIFAR-10
-# needs its data, the Dask one a cluster).
+# needs its data; the Dask ones start worker processes, which re-import the script).
 _quick = [
     "digits_pipeline",
     "convnet_digits",

@@ -656,8 +656,12 @@ class _Driver:
         state = _driver_state(trainer, optimizer)
         payload = state
         if _nbytes(state) > _SCATTER_BYTES:  # large models: one copy a worker, not a task
-            payload = self.client.scatter(
-                state, workers=[self.shards[k].worker for k in tasks], broadcast=True, hash=False
+            (payload,) = self.client.scatter(
+                [state],  # one object (a dict would be scattered item by item)
+                workers=[self.shards[k].worker for k in tasks],
+                broadcast=True,
+                hash=False,
+                direct=True,
             )
         results, retries, lost = {}, 0, []
         pending = {k: self._submit(k, payload, tasks[k], batch_size) for k in tasks}
