@@ -319,9 +319,19 @@ est = MLPClassifier(hidden_layer_sizes=(1024, 1024), batch_size=2000, max_iter=1
 estimate = estimate_memory(est, X, y)
 MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, device="cpu").fit(X[:50], y[:50])
 gc.collect()
+try:  # reset the peak, so that only the fit's own peak counts (Linux)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    reset = True
+except OSError:
+    reset = False
 before = psutil.Process().memory_info().rss
 est.fit(X, y)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+if reset:
+    with open("/proc/self/status") as f:
+        peak = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM"))
+else:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"estimate": estimate.total, "growth": peak - before}))
 """
 
@@ -336,8 +346,8 @@ def test_estimate_against_peak_rss_growth():
         text=True,
         env=env,
         timeout=300,
-        check=True,
     )
+    assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert abs(figures["estimate"] - figures["growth"]) <= 0.2 * figures["growth"], figures
 
