@@ -144,7 +144,8 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when ``X`` had string column names.
     workers_ : list of str
-        The addresses of the workers the last fit started on, one per shard.
+        The address of the worker each shard was last trained on (a lost
+        worker's shard moves to another).
     shard_rows_ : list of int
         Rows in each shard.
     worker_devices_ : list of str
@@ -287,7 +288,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
             estimator.set_params(device=device)
             driver.close()
         self.estimator_ = estimator
-        self.workers_ = list(workers[: len(driver.shards)])
+        self.workers_ = [shard.worker for shard in driver.shards]
         self.shard_rows_ = [shard.n_rows for shard in driver.shards]
         self.worker_devices_ = list(driver.devices)
         self.sync_history_ = list(driver.history)
