@@ -1,13 +1,13 @@
-"""Benchmark an LSTM(128) on MNIST read row by row: sknet against PyTorch's nn.LSTM.
+"""Benchmark an LSTM(128) or GRU(128) on MNIST read row by row: sknet against PyTorch.
 
-Both train the same network (one LSTM layer of 128 units over 28 steps of 28
+Both train the same network (one LSTM or GRU layer of 128 units over 28 steps of 28
 pixels, then a linear layer to 10 classes) with Adam (lr 1e-3), batch 128 and
 gradient-norm clipping at 5, for the same number of epochs on the same
 stratified split of the MNIST test file, on the CPU with the same number of
 threads, in one run, each after a short warm-up. It prints the median seconds
 of their epochs, test accuracy and the ratio.
 
-    python benchmarks/bench_rnn.py --mnist-dir DIR [--epochs 3] [--threads 2]
+    python benchmarks/bench_rnn.py --mnist-dir DIR [--cell lstm|gru] [--epochs 3] [--threads 2]
 
 Without MNIST files (``--mnist-dir`` or ``SKNET_MNIST_DIR``), random images
 stand in (the timings hold; the accuracies mean nothing).
@@ -50,12 +50,13 @@ def load(mnist_dir, rows):
     return split, source
 
 
-def time_sknet(X_train, y_train, X_test, y_test, epochs, batch_size):
+def time_sknet(X_train, y_train, X_test, y_test, epochs, batch_size, cell="lstm"):
     """Median seconds of sknet's training epochs (from ``history_``) and test accuracy."""
 
     def fit(X, y, n_epochs):
         clf = RNNClassifier(
             units=(128,),
+            cell=cell,
             batch_size=batch_size,
             max_iter=n_epochs,
             tol=0.0,
@@ -74,7 +75,7 @@ def time_sknet(X_train, y_train, X_test, y_test, epochs, batch_size):
     return seconds, float(clf.score(X_test, y_test))
 
 
-def time_torch(X_train, y_train, X_test, y_test, epochs, batch_size):
+def time_torch(X_train, y_train, X_test, y_test, epochs, batch_size, cell="lstm"):
     """Median seconds of the same training epochs in PyTorch, and test accuracy."""
     try:
         import torch
@@ -85,11 +86,13 @@ def time_torch(X_train, y_train, X_test, y_test, epochs, batch_size):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.lstm = torch.nn.LSTM(28, 128, batch_first=True)
+            layer = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
+            self.rnn = layer(28, 128, batch_first=True)
             self.out = torch.nn.Linear(128, 10)
 
         def forward(self, x):
-            _, (h, _) = self.lstm(x)
+            _, state = self.rnn(x)
+            h = state[0] if cell == "lstm" else state
             return self.out(h[-1])
 
     net = Net()
@@ -125,6 +128,7 @@ def time_torch(X_train, y_train, X_test, y_test, epochs, batch_size):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mnist-dir", default=None)
+    parser.add_argument("--cell", choices=("lstm", "gru"), default="lstm")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
@@ -134,10 +138,11 @@ def main(argv=None):
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     (X_train, X_test, y_train, y_test), source = load(args.mnist_dir, args.rows)
+    split = (X_train, y_train, X_test, y_test)
     print(
-        f"LSTM(128) on {source} read row by row: {len(X_train)} train / {len(X_test)} "
-        f"test, batch {args.batch_size}, {args.epochs} epochs, {args.threads} threads; "
-        f"sknet {sknet.__version__}"
+        f"{args.cell.upper()}(128) on {source} read row by row: {len(X_train)} train / "
+        f"{len(X_test)} test, batch {args.batch_size}, {args.epochs} epochs, "
+        f"{args.threads} threads; sknet {sknet.__version__}"
     )
     try:
         import torch
@@ -146,8 +151,8 @@ def main(argv=None):
     except ImportError:
         print("PyTorch is not installed: timing sknet alone")
     with threadpool_limits(args.threads):
-        ours = time_sknet(X_train, y_train, X_test, y_test, args.epochs, args.batch_size)
-    theirs = time_torch(X_train, y_train, X_test, y_test, args.epochs, args.batch_size)
+        ours = time_sknet(*split, args.epochs, args.batch_size, args.cell)
+    theirs = time_torch(*split, args.epochs, args.batch_size, args.cell)
     print(f"{'peer':>8} {'s/epoch':>9} {'test acc':>9}")
     print(f"{'sknet':>8} {ours[0]:9.3f} {ours[1]:9.4f}")
     result = {"sknet_s_per_epoch": ours[0], "sknet_accuracy": ours[1]}

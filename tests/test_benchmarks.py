@@ -86,6 +86,7 @@ def test_bench_cpu_quick_run_reports_every_ratio(tmp_path, capsys):
             "convnet_vs_torch",
             "convnet_predict_vs_torch",
             "lstm_vs_torch",
+            "gru_vs_torch",
         }
     assert keys == expected
     assert all(

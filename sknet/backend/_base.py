@@ -423,6 +423,62 @@ class Backend:
             xp.copyto(dc_prev, dc, where=keep)
         return dc_prev
 
+    def gru_cell_forward(self, p, hu, g, h_prev, h, real):
+        """One GRU step, in place.
+
+        ``p`` (N, 3H) is the step's input projection ``x W + b`` and ``hu``
+        (N, 3H) the recurrent one ``h_prev U + bh``, columns [update, reset,
+        new], the update and reset columns of both halved (so that one ``tanh``
+        gives the sigmoid: ``sigmoid(x) = (tanh(x / 2) + 1) / 2``). Writes the
+        gates ``[z, r, n]`` into ``g`` (N, 3H), with
+        ``n = tanh(p_n + r hu_n)``, and ``h = (1 - z) n + z h_prev``; rows where
+        the boolean ``real`` (N,) is False (padding; ``None``: no mask) keep
+        ``h_prev``.
+        """
+        xp = self.xp
+        H = h.shape[1]
+        zr, n = g[:, : 2 * H], g[:, 2 * H :]
+        xp.add(p[:, : 2 * H], hu[:, : 2 * H], out=zr)
+        xp.tanh(zr, out=zr)
+        zr *= 0.5
+        zr += 0.5
+        xp.multiply(g[:, H : 2 * H], hu[:, 2 * H :], out=n)
+        n += p[:, 2 * H :]
+        xp.tanh(n, out=n)
+        xp.subtract(h_prev, n, out=h)
+        h *= g[:, :H]
+        h += n
+        if real is not None:
+            xp.copyto(h, h_prev, where=~real[:, None])
+
+    def gru_cell_backward(self, dh, g, hu, h_prev, real, dp, dhu, dh_prev):
+        """One step of backpropagation through a GRU cell.
+
+        From ``dh`` (N, H) and the step's gates ``g`` and recurrent projection
+        ``hu`` as :meth:`gru_cell_forward` left them, writes the gradients of
+        the input projection into ``dp`` (N, 3H), of the recurrent projection
+        into ``dhu`` (N, 3H) (both zero on padded rows) and ``dh z`` into
+        ``dh_prev`` (``dh`` on padded rows): the caller adds ``dhu @ U.T``.
+        """
+        xp = self.xp
+        H = dh.shape[1]
+        z, r, n = g[:, :H], g[:, H : 2 * H], g[:, 2 * H :]
+        dan = dh * (1 - z)
+        dan *= 1 - n * n
+        dp[:, 2 * H :] = dan
+        xp.multiply(dan, r, out=dhu[:, 2 * H :])
+        xp.multiply(dh, h_prev - n, out=dp[:, :H])
+        dp[:, :H] *= z * (1 - z)
+        xp.multiply(dan, hu[:, 2 * H :], out=dp[:, H : 2 * H])
+        dp[:, H : 2 * H] *= r * (1 - r)
+        dhu[:, : 2 * H] = dp[:, : 2 * H]
+        xp.multiply(dh, z, out=dh_prev)
+        if real is not None:
+            keep = ~real[:, None]
+            xp.copyto(dp, 0, where=keep)
+            xp.copyto(dhu, 0, where=keep)
+            xp.copyto(dh_prev, dh, where=keep)
+
     # -- pooling --------------------------------------------------------------
     def max_pool_forward(self, X, kernel, stride, padding, out_hw, out=None):
         """Window maxima of ``X`` (N, C, H, W) and the routing :meth:`max_pool_backward` needs.

@@ -4,7 +4,7 @@ NumPy runs an Adam step as a dozen whole-array passes with a temporary, a
 convolution's bias, ReLU and move to NCHW as three, max pooling as a dozen
 masked passes; these loops make one pass each, in the arrays' dtype: the
 optimizer updates, the dense and convolution epilogues and their gradients,
-max pooling, col2im and the LSTM cell. Numba is optional (the ``numba``
+max pooling, col2im and the LSTM and GRU cells. Numba is optional (the ``numba``
 extra): without it, or with ``SKNET_NUMBA=0`` in the environment,
 :data:`KERNELS` is ``None`` and the NumPy backend keeps the generic NumPy code
 of :class:`sknet.backend.Backend`. Kernels are compiled on first use and
@@ -106,6 +106,57 @@ def _compile(cache=True):
                 dz[n, 2 * H + j] = dh[n, j] * t * (o * (one - o))
                 dz[n, 3 * H + j] = dct * i * (one - gg * gg)
                 dc[n, j] = dct * f
+
+    # The GRU step: the update and reset gates from the tanh of their halved
+    # inputs and the new gate's input (r times the recurrent projection), then,
+    # after NumPy's tanh, the state; and one step back.
+    @jit
+    def gru_gates(p, hu, g):
+        N, H = g.shape[0], g.shape[1] // 3
+        half = g.dtype.type(0.5)
+        for n in range(N):
+            for j in range(2 * H):
+                g[n, j] = g[n, j] * half + half
+            for j in range(H):
+                g[n, 2 * H + j] = p[n, 2 * H + j] + g[n, H + j] * hu[n, 2 * H + j]
+
+    @jit
+    def gru_output(g, h_prev, h, real, has_mask):
+        N, H = h.shape
+        for n in range(N):
+            if has_mask and not real[n]:
+                for j in range(H):
+                    h[n, j] = h_prev[n, j]
+                continue
+            for j in range(H):
+                new = g[n, 2 * H + j]
+                h[n, j] = new + g[n, j] * (h_prev[n, j] - new)
+
+    @jit
+    def gru_backward_step(dh, g, hu, h_prev, real, has_mask, dp, dhu, dh_prev):
+        N, H = dh.shape
+        one = g.dtype.type(1)
+        for n in range(N):
+            if has_mask and not real[n]:  # padding passes the gradient through
+                for j in range(3 * H):
+                    dp[n, j] = 0
+                    dhu[n, j] = 0
+                for j in range(H):
+                    dh_prev[n, j] = dh[n, j]
+                continue
+            for j in range(H):
+                z, r, new = g[n, j], g[n, H + j], g[n, 2 * H + j]
+                d = dh[n, j]
+                dan = d * (one - z) * (one - new * new)
+                dz = d * (h_prev[n, j] - new) * (z * (one - z))
+                dr = dan * hu[n, 2 * H + j] * (r * (one - r))
+                dp[n, j] = dz
+                dp[n, H + j] = dr
+                dp[n, 2 * H + j] = dan
+                dhu[n, j] = dz
+                dhu[n, H + j] = dr
+                dhu[n, 2 * H + j] = dan * r
+                dh_prev[n, j] = d * z
 
     # Max pooling over NCHW images, one output row at a time (kept in cache):
     # the first maximum of each window wins, padding never does; argmax holds
@@ -266,6 +317,9 @@ def _compile(cache=True):
         "lstm_gates": lstm_gates,
         "lstm_output": lstm_output,
         "lstm_backward_step": lstm_backward_step,
+        "gru_gates": gru_gates,
+        "gru_output": gru_output,
+        "gru_backward_step": gru_backward_step,
     }
 
 

@@ -118,6 +118,26 @@ class NumpyBackend(Backend):
         )
         return dc
 
+    def gru_cell_forward(self, p, hu, g, h_prev, h, real):
+        if self.kernels is None:
+            return super().gru_cell_forward(p, hu, g, h_prev, h, real)
+        H = h.shape[1]
+        zr = g[:, : 2 * H]
+        np.add(p[:, : 2 * H], hu[:, : 2 * H], out=zr)
+        np.tanh(zr, out=zr)
+        self.kernels["gru_gates"](p, hu, g)
+        np.tanh(g[:, 2 * H :], out=g[:, 2 * H :])
+        has_mask = real is not None
+        self.kernels["gru_output"](g, h_prev, h, real if has_mask else _NO_MASK, has_mask)
+
+    def gru_cell_backward(self, dh, g, hu, h_prev, real, dp, dhu, dh_prev):
+        if self.kernels is None:
+            return super().gru_cell_backward(dh, g, hu, h_prev, real, dp, dhu, dh_prev)
+        has_mask = real is not None
+        self.kernels["gru_backward_step"](
+            dh, g, hu, h_prev, real if has_mask else _NO_MASK, has_mask, dp, dhu, dh_prev
+        )
+
     # -- convolution and pooling: one pass over each image, where NumPy makes several
     def conv_output(self, Zm, bias, activation, out):
         if self.kernels is None or activation not in ("relu", "identity"):

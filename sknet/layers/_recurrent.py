@@ -20,10 +20,6 @@ from sknet.backend import ACTIVATIONS
 from sknet.layers._base import Layer
 
 
-def _sigmoid(backend, z):
-    return backend.activation_forward("logistic", z, backend.xp.empty_like(z))
-
-
 def _orthogonal(rng, n, n_blocks):
     """``n_blocks`` orthogonal ``(n, n)`` blocks side by side, drawn on the host."""
     blocks = []
@@ -449,41 +445,86 @@ class GRU(_Recurrent):
     def _extra_params(self, d, H):
         return {"bh" + d: np.zeros(3 * H)}
 
-    def _step(self, xp, p, h, state, d, m, training):
+    # Like the LSTM, time loops over time-major buffers written in place: the
+    # input projection of every step is one product before the loop, each step
+    # one product h_prev U, and after the loop two products give dW and dU.
+    def forward(self, X, *, training, mask=None):
+        backend, xp = self.backend_, self.xp
+        N, T, F = X.shape
         H = int(self.units)
-        hu = h @ self.params["U" + d]
-        hu += self.params["bh" + d]
-        zr = _sigmoid(self.backend_, p[:, : 2 * H] + hu[:, : 2 * H])
-        z, r = zr[:, :H], zr[:, H:]
-        n = xp.tanh(p[:, 2 * H :] + r * hu[:, 2 * H :])
-        h_new = (1 - z) * n + z * h
-        record = None
+        Xt = X.transpose(1, 0, 2)
+        # sigmoid(x) = (tanh(x / 2) + 1) / 2: the update and reset columns halved
+        half = xp.ones(3 * H, dtype=X.dtype)
+        half[: 2 * H] = 0.5
+        outputs, caches = [], []
+        for d in self._directions():
+
+            def buffer(name, shape, d=d):  # reused across training batches
+                if training:
+                    return self._buffer(name + d, shape, batch_first=False)
+                return xp.empty(shape, dtype=X.dtype)
+
+            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
+            Xd = buffer("X", (T, N, F))
+            Xd[...] = Xt if d == "" else Xt[::-1]
+            p = self.params
+            P = buffer("P", (T, N, 3 * H))
+            xp.matmul(Xd.reshape(T * N, F), p["W" + d] * half, out=P.reshape(T * N, 3 * H))
+            P += p["b" + d] * half
+            U, bh = p["U" + d] * half, p["bh" + d] * half
+            HU = buffer("HU", (T, N, 3 * H))
+            G = buffer("G", (T, N, 3 * H))
+            Hs = buffer("H", (T + 1, N, H))
+            Hs[0] = 0
+            for k, t in enumerate(order):
+                xp.matmul(Hs[k], U, out=HU[k])
+                HU[k] += bh
+                real = None if mask is None else mask[:, t]
+                backend.gru_cell_forward(P[k], HU[k], G[k], Hs[k], Hs[k + 1], real)
+            if self.return_sequences:
+                seq = Hs[1:] if d == "" else Hs[1:][::-1]
+                outputs.append(seq.transpose(1, 0, 2))
+            else:
+                outputs.append(Hs[T])
+            if training:
+                caches.append((d, order, Xd, HU, G, Hs))
+        Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
+        Y = xp.ascontiguousarray(Y)
         if training:
-            record = {"h_prev": h, "z": z, "r": r, "n": n, "hu_n": hu[:, 2 * H :]}
-        return _carry(xp, m, h_new, h), None, record
+            self._cache = {"mask": mask, "directions": caches, "shape": (N, T, F)}
+        return Y
 
-    def _step_backward(self, xp, rec, dh, dstate, d, m):
-        z, r, n, h_prev, hu_n = rec["z"], rec["r"], rec["n"], rec["h_prev"], rec["hu_n"]
-        dn = dh * (1 - z)
-        dz_ = dh * (h_prev - n)
-        dan = dn * (1 - n * n)  # gradient at the tanh's input
-        dr = dan * hu_n
-        dzz = dz_ * z * (1 - z)
-        drr = dr * r * (1 - r)
-        dP = xp.concatenate([dzz, drr, dan], axis=1)  # wrt the input projection
-        dHU = xp.concatenate([dzz, drr, dan * r], axis=1)  # wrt h U + bh
-        if m is not None:
-            dP = xp.where(m, dP, 0)
-            dHU = xp.where(m, dHU, 0)
-        rec["dHU"] = dHU
-        dh_prev = dh * z + dHU @ self.params["U" + d].T
-        if m is not None:
-            dh_prev = xp.where(m, dh_prev, dh)
-        return dP, dh_prev, None
-
-    def _recurrent_grads(self, xp, h_prev, dZ, d, records):
-        # The recurrent product's gradient differs from the input's on the new gate.
-        dHU = xp.stack([rec["dHU"] for _, rec in sorted(records, key=lambda x: x[0])], axis=1)
-        dHU = dHU.reshape(-1, dHU.shape[-1])
-        xp.matmul(h_prev.T, dHU, out=self.grads["U" + d])
-        self.grads["bh" + d][...] = dHU.sum(axis=0)
+    def backward(self, dY):
+        backend, xp, cache = self.backend_, self.xp, self._cache
+        mask = cache["mask"]
+        N, T, F = cache["shape"]
+        H = int(self.units)
+        dX = None
+        for j, (d, order, Xd, HU, G, Hs) in enumerate(cache["directions"]):
+            part = dY[..., j * H : (j + 1) * H]
+            U = self.params["U" + d]
+            dP = self._buffer("dP" + d, G.shape, batch_first=False)
+            dHU = self._buffer("dHU" + d, G.shape, batch_first=False)
+            dh = xp.zeros((N, H), dtype=dY.dtype)
+            dh_prev = xp.empty((N, H), dtype=dY.dtype)
+            if not self.return_sequences:
+                dh += part
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                if self.return_sequences:
+                    dh += part[:, t]
+                real = None if mask is None else mask[:, t]
+                backend.gru_cell_backward(dh, G[k], HU[k], Hs[k], real, dP[k], dHU[k], dh_prev)
+                dh_prev += dHU[k] @ U.T
+                dh, dh_prev = dh_prev, dh
+            flat_p, flat_hu = dP.reshape(T * N, 3 * H), dHU.reshape(T * N, 3 * H)
+            if self.trainable:
+                xp.matmul(Xd.reshape(T * N, F).T, flat_p, out=self.grads["W" + d])
+                flat_p.sum(axis=0, out=self.grads["b" + d])
+                xp.matmul(Hs[:T].reshape(T * N, H).T, flat_hu, out=self.grads["U" + d])
+                flat_hu.sum(axis=0, out=self.grads["bh" + d])
+            if not self.skip_input_grad:
+                dXd = (flat_p @ self.params["W" + d].T).reshape(T, N, F)
+                dXd = (dXd if d == "" else dXd[::-1]).transpose(1, 0, 2)
+                dX = dXd if dX is None else dX + dXd
+        return None if dX is None else xp.ascontiguousarray(dX)
