@@ -157,6 +157,39 @@ class _Recurrent(Layer):
                 dX = dXd if dX is None else dX + dXd
         return dX
 
+    def _time_major_forward(self, X, training, mask, run_direction):
+        """Run ``run_direction(Xd, d, order, buffer)`` for each direction; returns Y.
+
+        ``Xd`` (T, N, F) is ``X`` time-major in the direction's order, ``buffer(name,
+        shape)`` a time-major array (reused across training batches), and
+        ``run_direction`` returns the states ``Hs`` (T + 1, N, H) (``Hs[0]`` the
+        initial state) and what its backward needs, kept as
+        ``self._cache["directions"]`` entries ``(d, order, *kept)``.
+        """
+        xp = self.xp
+        N, T, F = X.shape
+        Xt = X.transpose(1, 0, 2)
+        outputs, caches = [], []
+        for d in self._directions():
+
+            def buffer(name, shape, d=d):
+                if training:
+                    return self._buffer(name + d, shape, batch_first=False)
+                return xp.empty(shape, dtype=X.dtype)
+
+            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
+            Hs, kept = run_direction(Xt if d == "" else Xt[::-1], d, order, buffer)
+            if self.return_sequences:
+                seq = Hs[1:] if d == "" else Hs[1:][::-1]
+                outputs.append(seq.transpose(1, 0, 2))
+            else:
+                outputs.append(Hs[T])
+            caches.append((d, order, *kept))
+        Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
+        if training:
+            self._cache = {"mask": mask, "directions": caches, "shape": (N, T, F)}
+        return xp.ascontiguousarray(Y)
+
     def _recurrent_grads(self, xp, h_prev, dZ, d, records):
         xp.matmul(h_prev.T, dZ, out=self.grads["U" + d])
 
@@ -309,25 +342,17 @@ class LSTM(_Recurrent):
         N, T, F = X.shape
         H = int(self.units)
         K = H + F + 1
-        Xt = X.transpose(1, 0, 2)
-        outputs, caches = [], []
-        for d in self._directions():
+        # sigmoid(z) = (1 + tanh(z / 2)) / 2: halving the sigmoid gates'
+        # columns of the weights lets one tanh over all four gates do the work.
+        half = xp.ones(4 * H, dtype=X.dtype)
+        half[: 3 * H] = 0.5
 
-            def buffer(name, shape, d=d):  # reused across training batches
-                if training:
-                    return self._buffer(name + d, shape, batch_first=False)
-                return xp.empty(shape, dtype=X.dtype)
-
-            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
+        def run_direction(Xd, d, order, buffer):
             A = buffer("A", (T + 1, N, K))
-            A[:T, :, H : H + F] = Xt if d == "" else Xt[::-1]
+            A[:T, :, H : H + F] = Xd
             A[:, :, K - 1] = 1
             A[0, :, :H] = 0
             Hs = A[:, :, :H]  # the states, in place in A
-            # sigmoid(z) = (1 + tanh(z / 2)) / 2: halving the sigmoid gates'
-            # columns of the weights lets one tanh over all four gates do the work.
-            half = xp.ones(4 * H, dtype=X.dtype)
-            half[: 3 * H] = 0.5
             Wcat = self._stacked_weights(d) * half
             G = buffer("G", (T, N, 4 * H))
             TC = buffer("TC", (T, N, H))
@@ -340,18 +365,9 @@ class LSTM(_Recurrent):
                 # padding (mask False): the state is carried over
                 real = None if mask is None else mask[:, t]
                 backend.lstm_cell_forward(g, Cs[k], Cs[k + 1], TC[k], Hs[k], Hs[k + 1], real)
-            if self.return_sequences:
-                seq = Hs[1:] if d == "" else Hs[1:][::-1]
-                outputs.append(seq.transpose(1, 0, 2))
-            else:
-                outputs.append(Hs[T])
-            if training:
-                caches.append((d, order, G, TC, Cs, A))
-        Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
-        Y = xp.ascontiguousarray(Y)
-        if training:
-            self._cache = {"mask": mask, "directions": caches, "shape": (N, T, F)}
-        return Y
+            return Hs, (G, TC, Cs, A)
+
+        return self._time_major_forward(X, training, mask, run_direction)
 
     def _stacked_weights(self, d):
         """[U; W; b] of direction ``d``: (H + F + 1, 4H)."""
@@ -449,25 +465,16 @@ class GRU(_Recurrent):
     # input projection of every step is one product before the loop, each step
     # one product h_prev U, and after the loop two products give dW and dU.
     def forward(self, X, *, training, mask=None):
-        backend, xp = self.backend_, self.xp
+        backend, xp, p = self.backend_, self.xp, self.params
         N, T, F = X.shape
         H = int(self.units)
-        Xt = X.transpose(1, 0, 2)
         # sigmoid(x) = (tanh(x / 2) + 1) / 2: the update and reset columns halved
         half = xp.ones(3 * H, dtype=X.dtype)
         half[: 2 * H] = 0.5
-        outputs, caches = [], []
-        for d in self._directions():
 
-            def buffer(name, shape, d=d):  # reused across training batches
-                if training:
-                    return self._buffer(name + d, shape, batch_first=False)
-                return xp.empty(shape, dtype=X.dtype)
-
-            order = list(range(T - 1, -1, -1)) if d == "r" else list(range(T))
+        def run_direction(Xt, d, order, buffer):
             Xd = buffer("X", (T, N, F))
-            Xd[...] = Xt if d == "" else Xt[::-1]
-            p = self.params
+            Xd[...] = Xt
             P = buffer("P", (T, N, 3 * H))
             xp.matmul(Xd.reshape(T * N, F), p["W" + d] * half, out=P.reshape(T * N, 3 * H))
             P += p["b" + d] * half
@@ -481,18 +488,9 @@ class GRU(_Recurrent):
                 HU[k] += bh
                 real = None if mask is None else mask[:, t]
                 backend.gru_cell_forward(P[k], HU[k], G[k], Hs[k], Hs[k + 1], real)
-            if self.return_sequences:
-                seq = Hs[1:] if d == "" else Hs[1:][::-1]
-                outputs.append(seq.transpose(1, 0, 2))
-            else:
-                outputs.append(Hs[T])
-            if training:
-                caches.append((d, order, Xd, HU, G, Hs))
-        Y = outputs[0] if len(outputs) == 1 else xp.concatenate(outputs, axis=-1)
-        Y = xp.ascontiguousarray(Y)
-        if training:
-            self._cache = {"mask": mask, "directions": caches, "shape": (N, T, F)}
-        return Y
+            return Hs, (Xd, HU, G, Hs)
+
+        return self._time_major_forward(X, training, mask, run_direction)
 
     def backward(self, dY):
         backend, xp, cache = self.backend_, self.xp, self._cache
