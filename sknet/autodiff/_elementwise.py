@@ -5,6 +5,8 @@ the broadcast axes. Comparisons return plain boolean arrays (they have no
 gradient) for :func:`where`.
 """
 
+import math
+
 from sknet.autodiff._variable import record, shape_of, unbroadcast, value
 from sknet.backend import get_array_module
 from sknet.backend._base import ACTIVATIONS
@@ -73,11 +75,13 @@ def power(a, b):
     y = da**db
 
     def vjp(g, needs):
-        xp = _xp(da)
-        return (
-            unbroadcast(g * db * da ** (db - 1), shape_of(a)) if needs[0] else None,
-            unbroadcast(g * y * xp.log(da), shape_of(b)) if needs[1] else None,
-        )
+        ga = gb = None
+        if needs[0]:
+            ga = unbroadcast(g * db * da ** (db - 1), shape_of(a))
+        if needs[1]:
+            log_a = _xp(da).log(da) if hasattr(da, "dtype") else math.log(da)
+            gb = unbroadcast(g * y * log_a, shape_of(b))
+        return ga, gb
 
     return record(y, (a, b), vjp)
 

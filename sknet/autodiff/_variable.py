@@ -150,6 +150,8 @@ def gradients(output, seed, wrt):
         for parent, g_parent in zip(var.parents, var.vjp(g, needs)):
             if parent is None or g_parent is None:
                 continue
+            if g_parent.dtype != parent.data.dtype:  # e.g. a NumPy float64 scalar factor
+                g_parent = g_parent.astype(parent.data.dtype)
             previous = grads.get(id(parent))
             # Never in place: a VJP may hand the same array to several parents.
             grads[id(parent)] = g_parent if previous is None else previous + g_parent

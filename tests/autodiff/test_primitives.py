@@ -254,3 +254,11 @@ def test_kernel_arguments_are_checked():
         ad.max_pool2d(np.ones((1, 1, 4, 4)), 2, stride=-1)
     with pytest.raises(ValueError, match="at most half"):
         ad.avg_pool2d(np.ones((1, 1, 4, 4)), 2, padding=2)
+
+
+def test_gradients_keep_each_input_dtype():
+    x = ad.Variable(np.array([0.5, 1.5], dtype=np.float32))
+    y = 2.0**x * np.float64(3.0)  # a NumPy float64 factor promotes the values
+    (grad,) = ad.gradients(y, np.ones(2, dtype=y.dtype), [x])
+    assert grad.dtype == np.float32
+    assert_allclose(grad, 3.0 * np.log(2.0) * 2.0**x.data, rtol=1e-6)
