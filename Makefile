@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RESULTS ?= results
-# gpu-check: wall-clock limit of each of its four steps, in seconds.
+# gpu-check: wall-clock limit of each of its five steps, in seconds.
 STEP_TIMEOUT ?= 300
 # Tests run in parallel processes; one BLAS thread each avoids oversubscription.
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -67,6 +67,9 @@ gpu-check:
 	echo "== streaming from host memory, memory estimate"; \
 	PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) benchmarks/bench_streaming.py --results $(RESULTS) \
 		> $(RESULTS)/gpu-streaming.log 2>&1 || status=1; cat $(RESULTS)/gpu-streaming.log; \
+	echo "== forward-only (autodiff) layers against Dense on cuda"; \
+	PYTHONPATH=. timeout $(STEP_TIMEOUT) $(PYTHON) benchmarks/bench_autodiff.py --device cuda \
+		> $(RESULTS)/gpu-autodiff.log 2>&1 || status=1; cat $(RESULTS)/gpu-autodiff.log; \
 	exit $$status
 
 # The sdist and wheel a release would upload (into dist/), checked by twine and
