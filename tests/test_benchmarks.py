@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 BENCH_MLP = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_mlp.py"
 
 
@@ -119,3 +121,16 @@ def test_bench_autodiff_smoke_run(capsys):
     assert results["forward_only_s"] > 0 and results["builtin_s"] > 0
     assert results["gap"] < 1e-3  # same draws, same arithmetic up to float32 rounding
     assert "forward-only / built-in" in capsys.readouterr().out
+
+
+def test_bench_data_parallel_smoke_run(capsys):
+    pytest.importorskip("distributed", reason="needs dask.distributed (the distributed extra)")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_data_parallel.py"
+    spec = importlib.util.spec_from_file_location("bench_data_parallel", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    results = bench.main(["--epochs", "1", "--sync-every", "epoch"])
+    run = results["runs"]["epoch"]
+    assert run["fit_s"] > 0 and 0 <= run["accuracy"] <= 1
+    out = capsys.readouterr().out
+    assert "sync_every=epoch" in out and "cost model, 10 Gbit/s" in out
