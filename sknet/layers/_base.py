@@ -44,6 +44,9 @@ class Layer(BaseEstimator):
         Overwrite (never accumulate into) ``self.grads``; may overwrite ``dY``.
         May return ``None`` when ``self.skip_input_grad`` is true (the first
         layer of a network: nobody needs the gradient of the data).
+        Optional: a layer without its own ``backward`` has its training
+        ``forward`` recorded by :mod:`sknet.autodiff` (write it with the
+        operators and that module's functions) and the gradients follow.
 
     A layer with parameters takes ``trainable`` and ``lr_scale`` in ``__init__``
     (they default to True and 1.0 here); its ``backward`` skips the weight
@@ -94,6 +97,20 @@ class Layer(BaseEstimator):
     ...     def backward(self, dY):
     ...         self.grads["s"][...] = (dY * self._cache["X"]).sum()
     ...         return dY * self.params["s"]
+
+    The same layer from its forward pass alone:
+
+    >>> from sknet.utils import check_layer_gradients
+    >>> class AutoScale(Layer):
+    ...     def build(self, input_shape, *, backend, dtype, rng):
+    ...         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+    ...         self._add_params(s=[1.0])
+    ...         return input_shape
+    ...
+    ...     def forward(self, X, *, training):
+    ...         return X * self.params["s"]
+    >>> sorted(check_layer_gradients(AutoScale(), (3,)))
+    ['X', 's']
     """
 
     def __init_subclass__(cls, **kwargs):
