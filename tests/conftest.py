@@ -6,6 +6,9 @@ suite exercises the shared code body. ``cuda`` runs when CuPy sees a GPU and
 is marked ``gpu`` (select with ``pytest -m gpu``).
 """
 
+import contextlib
+import warnings
+
 import numpy as np
 import pytest
 
@@ -57,3 +60,27 @@ def digits():
 def device(request):
     """Every device an estimator can train on here."""
     return request.param
+
+
+@contextlib.contextmanager
+def local_dask_client():
+    """A Client of a LocalCluster: 2 worker processes x 1 thread, loopback, no dashboard."""
+    import distributed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cluster start-up chatter
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+        client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            client.close()
+            cluster.close()

@@ -4,8 +4,6 @@ Skipped with a reason when the ``distributed`` extra (dask, distributed,
 dask-ml) is not installed; ``make test`` installs it.
 """
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -19,27 +17,15 @@ from dask_ml.wrappers import Incremental  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 
 from sknet import ConvNetClassifier, MLPClassifier  # noqa: E402
+from tests.conftest import local_dask_client  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
 @pytest.fixture(scope="module")
 def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # cluster start-up chatter
-        cluster = distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        )
-        client = distributed.Client(cluster)
-    yield client
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        client.close()
-        cluster.close()
+    with local_dask_client() as client:
+        yield client
 
 
 def test_grid_search_on_the_dask_joblib_backend(client, digits):

@@ -26,27 +26,15 @@ from sknet import MLPClassifier, MLPRegressor  # noqa: E402
 from sknet.callbacks import Checkpoint  # noqa: E402
 from sknet.distributed import DataParallel, WorkerLostError  # noqa: E402
 from sknet.losses import LogLoss  # noqa: E402
+from tests.conftest import local_dask_client  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
 @pytest.fixture(scope="module")
 def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # cluster start-up chatter
-        cluster = distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        )
-        client = distributed.Client(cluster)
-    yield client
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        client.close()
-        cluster.close()
+    with local_dask_client() as client:
+        yield client
 
 
 def mlp(**params):

@@ -157,6 +157,13 @@ class _Recurrent(Layer):
                 dX = dXd if dX is None else dX + dXd
         return dX
 
+    def _add_input_grad(self, dX, dP, d, shape):
+        """``dX`` plus direction ``d``'s input gradient from the time-major ``dP`` (T * N, G)."""
+        N, T, F = shape
+        dXd = (dP @ self.params["W" + d].T).reshape(T, N, F)
+        dXd = (dXd if d == "" else dXd[::-1]).transpose(1, 0, 2)
+        return dXd if dX is None else dX + dXd
+
     def _time_major_forward(self, X, training, mask, run_direction):
         """Run ``run_direction(Xd, d, order, buffer)`` for each direction; returns Y.
 
@@ -410,9 +417,7 @@ class LSTM(_Recurrent):
                 self.grads["W" + d][...] = stacked[H : H + F]
                 self.grads["b" + d][...] = stacked[H + F]
             if not self.skip_input_grad:
-                dXd = (flat @ self.params["W" + d].T).reshape(T, N, F)
-                dXd = (dXd if d == "" else dXd[::-1]).transpose(1, 0, 2)
-                dX = dXd if dX is None else dX + dXd
+                dX = self._add_input_grad(dX, flat, d, (N, T, F))
         return None if dX is None else xp.ascontiguousarray(dX)
 
 
@@ -522,7 +527,5 @@ class GRU(_Recurrent):
                 xp.matmul(Hs[:T].reshape(T * N, H).T, flat_hu, out=self.grads["U" + d])
                 flat_hu.sum(axis=0, out=self.grads["bh" + d])
             if not self.skip_input_grad:
-                dXd = (flat_p @ self.params["W" + d].T).reshape(T, N, F)
-                dXd = (dXd if d == "" else dXd[::-1]).transpose(1, 0, 2)
-                dX = dXd if dX is None else dX + dXd
+                dX = self._add_input_grad(dX, flat_p, d, (N, T, F))
         return None if dX is None else xp.ascontiguousarray(dX)
