@@ -23,6 +23,8 @@ from collections import namedtuple
 
 import numpy as np
 
+from sknet._sharding import RowShards, plan_shards
+
 #: Training data already on the backend: X, 2-D float targets Y, weights w or None.
 BackendData = namedtuple("BackendData", "X Y w")
 #: Training data kept on the host (X, Y, w) and brought to the backend by ``stream``
@@ -246,6 +248,8 @@ class Trainer:
         self.callbacks = list(callbacks)
         self.state = None
         self._x_buffer = None
+        self._shards = None  # RowShards, made on the first batch split over threads
+        self._active_shards = None  # the same, while split batches run
         self._lay_out_parameters()
 
     @property
@@ -279,6 +283,7 @@ class Trainer:
         )
         self.flat_params = xp.empty(total, dtype=dtype)
         self.flat_grads = xp.zeros(total, dtype=dtype)
+        self._shards = None  # copies of the network follow the new layout
         self.param_segments, self.grad_segments, self.lr_scales = [], [], []
         self.layout, self.regularized_ranges, self._grad_views = [], [], []
         offset = 0
@@ -316,11 +321,37 @@ class Trainer:
                 )
 
     # -- one batch ----------------------------------------------------------
+    @contextlib.contextmanager
+    def split_batches(self, batch_rows):
+        """Within the block, batches of about ``batch_rows`` rows may run split over threads.
+
+        See :mod:`sknet._sharding`: on the CPU, with BLAS threads to spare
+        and row-independent layers, each batch's rows are shared out among
+        copies of the network, one per thread, while the BLAS runs
+        single-threaded; otherwise the block changes nothing.
+        """
+        n_shards = plan_shards(self.network, batch_rows)
+        if n_shards < 2:
+            yield
+            return
+        if self._shards is None or self._shards.n_shards != n_shards:
+            self._shards = RowShards(self, n_shards)
+        with self._shards.threads():
+            self._active_shards = self._shards
+            try:
+                yield
+            finally:
+                self._active_shards = None
+
     def loss_and_gradients(self, X, Y, sample_weight, sw_sum):
         """Forward, loss, backward and L2 for one batch; the loss stays on the device."""
-        Z = self.network.forward(X, training=True)
-        loss, dZ = self.loss(Z, Y, sample_weight, sw_sum)
-        self.network.backward(dZ)
+        shards = self._active_shards
+        if shards is not None and shards.usable(X.shape[0]):
+            loss = shards.loss_and_gradients(X, Y, sample_weight, sw_sum)
+        else:
+            Z = self.network.forward(X, training=True)
+            loss, dZ = self.loss(Z, Y, sample_weight, sw_sum)
+            self.network.backward(dZ)
         if self.alpha > 0:
             for start, stop in self.regularized_ranges:
                 W, gW = self.flat_params[start:stop], self.flat_grads[start:stop]
@@ -382,6 +413,14 @@ class Trainer:
         total : 0-d backend array
             The sum over rows of the (penalized) batch losses, not read back.
         """
+        with self.split_batches(batch_size):
+            return self._run_batches(
+                data, optimizer, batch_size, order, sw_sums, on_batch, n_batches, total
+            )
+
+    def _run_batches(
+        self, data, optimizer, batch_size, order, sw_sums, on_batch, n_batches, total
+    ):
         xp = self.backend.xp
         n = data.X.shape[0] if order is None else order.shape[0]
         total = xp.zeros((), dtype=np.float64) if total is None else total
@@ -587,14 +626,15 @@ class Trainer:
 
         self.notify("on_train_begin")
         try:
-            x, loss, n_iter = minimize_lbfgs(
-                loss_and_grad,
-                x0,
-                max_iter=max_iter,
-                max_fun=max_fun,
-                tol=tol,
-                callback=end_iteration,
-            )
+            with self.split_batches(data.X.shape[0]):
+                x, loss, n_iter = minimize_lbfgs(
+                    loss_and_grad,
+                    x0,
+                    max_iter=max_iter,
+                    max_fun=max_fun,
+                    tol=tol,
+                    callback=end_iteration,
+                )
             unpack(x)
         except KeyboardInterrupt:
             warnings.warn("Training interrupted by user.")

@@ -565,6 +565,11 @@ class Backend:
             dZm.sum(axis=1, out=db)
         return dZm
 
+    def conv_channels_last(self, channels):
+        """Whether Conv2D computes with channels-last patches (``im2col_nhwc``) for
+        inputs of ``channels`` channels; here never: the channels-first ones."""
+        return False
+
     def im2col(self, X, kh, kw, sh, sw, ph, pw, pad_value=0.0, out=None):
         """Patches of ``X`` (N, C, H, W) as an array of shape (C, kh, kw, N, OH, OW).
 

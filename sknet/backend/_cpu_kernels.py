@@ -226,22 +226,25 @@ def _compile(cache=True):
                     for x in range(OW):
                         plane[arg[y, x]] += grad[y, x]
 
-    # Convolution epilogue/prologue: the matrix product's (F, N * P) layout to
-    # channels-first (N, F, P) with the bias and a ReLU (or nothing), and back
-    # for the gradient with the bias gradient; one pass instead of three.
+    # Convolution epilogue/prologue: the matrix product's (F, N * P) layout, or
+    # (N * P, F) for channels-last patches, to channels-first (N, F, P) with the
+    # bias and a ReLU (or nothing), and back for the gradient with the bias
+    # gradient; one pass instead of three.
     @jit
-    def conv_output(Zm, b, relu, out):
+    def conv_output(Zm, b, relu, channels_last, out):
+        # Zm (F, N * P), or (N * P, F) when channels_last, to out (N, F, P)
         N, F, P = out.shape
         zero = out.dtype.type(0)
         for n in range(N):
             for f in range(F):
                 bf, dst = b[f], out[n, f]
                 for p in range(P):
-                    v = Zm[f, n * P + p] + bf
+                    v = (Zm[n * P + p, f] if channels_last else Zm[f, n * P + p]) + bf
                     dst[p] = zero if relu and v <= zero else v
 
     @numba.njit(cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-    def conv_output_grad(dY, Y, relu, dZm, db):
+    def conv_output_grad(dY, Y, relu, channels_last, dZm, db):
+        # dY, Y (N, F, P) to dZm (F, N * P), or (N * P, F) when channels_last
         N, F, P = dY.shape
         zero = dY.dtype.type(0)
         sums = np.zeros(F)  # float64 accumulators
@@ -251,7 +254,10 @@ def _compile(cache=True):
                 total = 0.0
                 for p in range(P):
                     g = zero if relu and act[p] <= zero else src[p]
-                    dZm[f, n * P + p] = g
+                    if channels_last:
+                        dZm[n * P + p, f] = g
+                    else:
+                        dZm[f, n * P + p] = g
                     total += g
                 sums[f] += total
         for f in range(F):
@@ -277,6 +283,66 @@ def _compile(cache=True):
                             row, prow = img[iy], patch[y]
                             for x in range(x_lo, x_hi):
                                 row[x * sw + j - pw] += prow[x]
+
+    # Channels-last convolution (see NumpyBackend.im2col_nhwc): patches with
+    # the channels innermost, so every copy and add moves C contiguous values.
+    @jit
+    def pad_nhwc(X, ph, pw, out):
+        # out (N, H + 2ph, W + 2pw, C): X (N, C, H, W) moved channels-last, zero-bordered
+        N, C, H, W = X.shape
+        Hp, Wp = out.shape[1], out.shape[2]
+        zero = out.dtype.type(0)
+        for n in range(N):
+            img, dst = X[n], out[n]
+            for y in range(Hp):
+                if y < ph or y >= ph + H:
+                    dst[y, :, :] = zero
+                    continue
+                for x in range(pw):
+                    dst[y, x, :] = zero
+                    dst[y, Wp - 1 - x, :] = zero
+                for c in range(C):
+                    row = img[c, y - ph]
+                    for x in range(W):
+                        dst[y, x + pw, c] = row[x]
+
+    @jit
+    def patches_nhwc(Xp, sh, sw, col):
+        # col (N, OH, OW, kh, kw, C) from the padded channels-last images Xp
+        N, OH, OW, kh, kw, C = col.shape
+        for n in range(N):
+            for y in range(OH):
+                for x in range(OW):
+                    for i in range(kh):
+                        row = Xp[n, y * sh + i]
+                        for j in range(kw):
+                            dst, src = col[n, y, x, i, j], row[x * sw + j]
+                            for c in range(C):
+                                dst[c] = src[c]
+
+    @jit
+    def col2im_nhwc(dcol, sh, sw, ph, pw, dXp, out):
+        # the adjoint of patches_nhwc into the scratch dXp (N, Hp, Wp, C), then
+        # its interior to out (N, C, H, W)
+        N, OH, OW, kh, kw, C = dcol.shape
+        H, W = out.shape[2], out.shape[3]
+        zero = dXp.dtype.type(0)
+        for n in range(N):
+            acc = dXp[n]
+            acc[:, :, :] = zero
+            for y in range(OH):
+                for x in range(OW):
+                    for i in range(kh):
+                        row = acc[y * sh + i]
+                        for j in range(kw):
+                            dst, src = row[x * sw + j], dcol[n, y, x, i, j]
+                            for c in range(C):
+                                dst[c] += src[c]
+            img = out[n]
+            for c in range(C):
+                for y in range(H):
+                    for x in range(W):
+                        img[c, y, x] = acc[y + ph, x + pw, c]
 
     # Dense layers: bias and ReLU (or nothing) in one pass, and back.
     @jit
@@ -311,6 +377,9 @@ def _compile(cache=True):
         "conv_output": conv_output,
         "conv_output_grad": conv_output_grad,
         "col2im": col2im,
+        "pad_nhwc": pad_nhwc,
+        "patches_nhwc": patches_nhwc,
+        "col2im_nhwc": col2im_nhwc,
         "adam_update": adam_update,
         "sgd_update": sgd_update,
         "add_scaled": add_scaled,

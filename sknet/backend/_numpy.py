@@ -66,6 +66,105 @@ class NumpyBackend(Backend):
         np.copyto(out, patches)
         return out
 
+    # -- channels-last convolution: Conv2D's layout here, from 8 input channels
+    def conv_channels_last(self, channels):
+        # With fewer channels, a patch's runs are too short to pay for the
+        # transposes (a first layer's single channel is faster channels-first).
+        return channels >= 8
+
+    def im2col_nhwc(self, X, kh, kw, sh, sw, ph, pw, out=None, padded=None):
+        """Patches ``(N, OH, OW, kh, kw, C)`` of NCHW images ``X``, channels innermost.
+
+        Each patch copies ``C`` contiguous values at a time from the images
+        moved channels-last (into ``padded``, ``(N, H + 2ph, W + 2pw, C)``),
+        and the patch matrix times the filters gives outputs as (pixels,
+        filters), so no product operand is ever transposed in memory.
+        """
+        N, C, H, W = X.shape
+        OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
+        if padded is None:
+            padded = np.empty((N, H + 2 * ph, W + 2 * pw, C), dtype=X.dtype)
+        if out is None:
+            out = np.empty((N, OH, OW, kh, kw, C), dtype=X.dtype)
+        if self.kernels is not None:
+            self.kernels["pad_nhwc"](np.ascontiguousarray(X), ph, pw, padded)
+            self.kernels["patches_nhwc"](padded, sh, sw, out)
+            return out
+        padded.fill(0)
+        padded[:, ph : ph + H, pw : pw + W, :] = X.transpose(0, 2, 3, 1)
+        sN, sH, sW, sC = padded.strides
+        patches = np.lib.stride_tricks.as_strided(
+            padded,
+            shape=(N, OH, OW, kh, kw, C),
+            strides=(sN, sH * sh, sW * sw, sH, sW, sC),
+            writeable=False,
+        )
+        np.copyto(out, patches)
+        return out
+
+    def col2im_nhwc(self, dcol, H, W, sh, sw, ph, pw, out=None, padded=None):
+        """The adjoint of :meth:`im2col_nhwc`: ``dcol`` summed back into NCHW images."""
+        N, OH, OW, kh, kw, C = dcol.shape
+        if padded is None:
+            padded = np.empty((N, H + 2 * ph, W + 2 * pw, C), dtype=dcol.dtype)
+        if out is None:
+            out = np.empty((N, C, H, W), dtype=dcol.dtype)
+        if self.kernels is not None:
+            self.kernels["col2im_nhwc"](np.ascontiguousarray(dcol), sh, sw, ph, pw, padded, out)
+            return out
+        padded.fill(0)
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i, i + sh * (OH - 1) + 1, sh)
+                cols = slice(j, j + sw * (OW - 1) + 1, sw)
+                padded[:, rows, cols, :] += dcol[:, :, :, i, j, :]
+        out[...] = padded[:, ph : ph + H, pw : pw + W, :].transpose(0, 3, 1, 2)
+        return out
+
+    def conv_output_nhwc(self, Zm, bias, activation, out):
+        """Bias and activation on the product ``Zm`` (N * OH * OW, F), into NCHW ``out``."""
+        N, F = out.shape[:2]
+        if self.kernels is not None and activation in ("relu", "identity"):
+            if bias is None:
+                bias = np.zeros(F, dtype=out.dtype)
+            self.kernels["conv_output"](
+                Zm, bias, activation == "relu", True, out.reshape(N, F, -1)
+            )
+            return out
+        if bias is not None:
+            Zm += bias
+        self.activation_forward(activation, Zm, Zm)
+        out.reshape(N, F, -1)[...] = Zm.reshape(N, -1, F).transpose(0, 2, 1)
+        return out
+
+    def conv_output_grad_nhwc(self, dY, Y, activation, dZm, db):
+        """``dZm`` (N * OH * OW, F) and ``db`` from NCHW ``dY`` and the output ``Y``.
+
+        May overwrite ``dY``.
+        """
+        N, F = dY.shape[:2]
+        if activation not in ("relu", "identity"):
+            dY = self.activation_backward(activation, dY, Y, None, dY)
+            activation = "identity"
+        if self.kernels is not None:
+            bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
+            self.kernels["conv_output_grad"](
+                dY.reshape(N, F, -1),
+                Y.reshape(N, F, -1),
+                activation == "relu",
+                True,
+                dZm,
+                bias_grad,
+            )
+            return dZm
+        g = dZm.reshape(N, -1, F)
+        g[...] = dY.reshape(N, F, -1).transpose(0, 2, 1)
+        if activation == "relu":
+            g[Y.reshape(N, F, -1).transpose(0, 2, 1) <= 0] = 0
+        if db is not None:
+            db[...] = g.sum(axis=(0, 1))
+        return dZm
+
     def activation_forward(self, name, Z, out):
         if name == "logistic":
             # sigmoid(z) = (1 + tanh(z / 2)) / 2: NumPy's vectorized tanh makes
@@ -145,7 +244,7 @@ class NumpyBackend(Backend):
         N, F = out.shape[:2]
         if bias is None:
             bias = np.zeros(F, dtype=out.dtype)
-        self.kernels["conv_output"](Zm, bias, activation == "relu", out.reshape(N, F, -1))
+        self.kernels["conv_output"](Zm, bias, activation == "relu", False, out.reshape(N, F, -1))
         return out
 
     def conv_output_grad(self, dY, Y, activation, dZm, db):
@@ -154,7 +253,7 @@ class NumpyBackend(Backend):
         N, F = dY.shape[:2]
         bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
         self.kernels["conv_output_grad"](
-            dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation == "relu", dZm, bias_grad
+            dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation == "relu", False, dZm, bias_grad
         )
         return dZm
 

@@ -34,6 +34,8 @@ class Activation(Layer):
     array([[0., 0., 2.]], dtype=float32)
     """
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     def __init__(self, activation="relu"):
         self.activation = activation
 

@@ -136,6 +136,13 @@ class Layer(BaseEstimator):
     regularized = ()
     #: Set on the first layer of a network: ``backward`` need not compute dX.
     skip_input_grad = False
+    #: Whether a training batch may be split into row shards, each run by a
+    #: copy of the built layer in its own thread (see :meth:`split_draws`).
+    #: True when output row ``i`` depends on input row ``i`` alone and
+    #: ``forward``/``backward`` keep what they need in attributes of the layer
+    #: (each copy has its own), never in shared objects. Not BatchNorm (a batch
+    #: statistic) nor, unless they say so, the user's layers.
+    shardable = False
 
     def build(self, input_shape, *, backend, dtype, rng):
         """Record the backend and shapes; subclasses create parameters after."""
@@ -191,6 +198,16 @@ class Layer(BaseEstimator):
         vector-Jacobian products their forward pass recorded.
         """
         return recorded_backward(self, dY)
+
+    def split_draws(self, copies, bounds):
+        """Draw a split batch's random numbers as one, for the copies of this layer.
+
+        Called on ``copies[0]`` (this layer) before a batch is split into row
+        shards ``bounds[k]:bounds[k + 1]`` run by ``copies[k]``; a layer that
+        draws random numbers while training draws the whole batch's here and
+        hands each copy its rows, so the model does not depend on the split.
+        The default does nothing.
+        """
 
     def sublayers(self):
         """The built layers inside this one (containers); the trainer trains those."""

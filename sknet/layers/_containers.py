@@ -69,6 +69,11 @@ class _Container(NestedListParams, Layer):
     def regularized(self):
         return ()
 
+    @property
+    def shardable(self):
+        """Whether every block is (see :attr:`Layer.shardable`)."""
+        return all(block.shardable for block in self.sublayers())
+
     def values_per_sample(self):
         return max(block.values_per_sample() for block in self.sublayers())
 

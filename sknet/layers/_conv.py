@@ -120,6 +120,8 @@ class Conv2D(Layer):
     (2, 8, 6, 6)
     """
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     regularized = ("W",)
 
     def __init__(
@@ -182,6 +184,8 @@ class Conv2D(Layer):
         return col.reshape(col.shape[0] * kh * kw, -1)
 
     def forward(self, X, *, training):
+        if self.backend_.conv_channels_last(self.input_shape_[0]):
+            return self._forward_nhwc(X, training)
         backend, xp = self.backend_, self.xp
         N, C = X.shape[:2]
         F, OH, OW = self.output_shape_
@@ -215,6 +219,8 @@ class Conv2D(Layer):
         if activation_needs_input(act):
             dY = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
             act = "identity"
+        if "Wk" in cache:
+            return self._backward_nhwc(dY, act)
         col = cache["col"]
         N = dY.shape[0]
         F, OH, OW = self.output_shape_
@@ -238,4 +244,66 @@ class Conv2D(Layer):
             ph,
             pw,
             out=self._buffer("dX", (N, C, H, W)),
+        )
+
+    # -- channels-last patches (where ``backend.conv_channels_last(C)``) --------------
+    # The patch matrix is (N * OH * OW, kh * kw * C) with each patch's channels
+    # innermost and the filters are reordered to (F, kh, kw, C): the products
+    # are then plain row-major ones, and building or summing back the patches
+    # moves C contiguous values at a time. Images stay NCHW between layers.
+    def _forward_nhwc(self, X, training):
+        backend, xp = self.backend_, self.xp
+        N, C, H, W = X.shape
+        F, OH, OW = self.output_shape_
+        (kh, kw), (ph, pw) = self._kernel, self._padding
+        K = kh * kw * C
+        buffer = self._buffer if training else (lambda key, shape, **kw: xp.empty(shape, X.dtype))
+        Wk = buffer("Wk", (F, K), batch_first=False)
+        Wk.reshape(F, kh, kw, C)[...] = self.params["W"].transpose(0, 2, 3, 1)
+        geometry = (*self._kernel, *self._stride, *self._padding)
+        col = backend.im2col_nhwc(
+            X,
+            *geometry,
+            out=buffer("col", (N, OH, OW, kh, kw, C)),
+            padded=buffer("padded", (N, H + 2 * ph, W + 2 * pw, C)),
+        ).reshape(N * OH * OW, K)
+        Zm = xp.matmul(col, Wk.T, out=buffer("Zm", (N * OH * OW, F)))
+        bias = self.params["b"] if self.use_bias else None
+        Z = buffer("Z", (N, F, OH, OW))
+        act = self.activation or "identity"
+        if not activation_needs_input(act):
+            Y = backend.conv_output_nhwc(Zm, bias, act, Z)
+        else:  # keep the activation's input for backward
+            backend.conv_output_nhwc(Zm, bias, "identity", Z)
+            Y = buffer("Y", Z.shape)
+            backend.activation_forward(act, Z, Y)
+        if training:
+            self._cache = {"col": col, "Wk": Wk, "Y": Y, "Z": Z}
+        return Y
+
+    def _backward_nhwc(self, dY, act):
+        backend, xp, cache = self.backend_, self.xp, self._cache
+        col, Wk = cache["col"], cache["Wk"]
+        N, C, H, W = (dY.shape[0],) + self.input_shape_
+        F, OH, OW = self.output_shape_
+        (kh, kw), (ph, pw) = self._kernel, self._padding
+        dZm = self._buffer("dZm", (N * OH * OW, F))
+        db = self.grads["b"] if self.use_bias and self.trainable else None
+        backend.conv_output_grad_nhwc(dY, cache["Y"], act, dZm, db)
+        if self.trainable:
+            dWk = xp.matmul(
+                dZm.T, col, out=self._buffer("dWk", (F, Wk.shape[1]), batch_first=False)
+            )
+            self.grads["W"][...] = dWk.reshape(F, kh, kw, C).transpose(0, 3, 1, 2)
+        if self.skip_input_grad:
+            return None
+        dcol = xp.matmul(dZm, Wk, out=self._buffer("dcol", col.shape))
+        return backend.col2im_nhwc(
+            dcol.reshape(N, OH, OW, kh, kw, C),
+            H,
+            W,
+            *self._stride,
+            *self._padding,
+            out=self._buffer("dX", (N, C, H, W)),
+            padded=self._buffer("dpadded", (N, H + 2 * ph, W + 2 * pw, C)),
         )

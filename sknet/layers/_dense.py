@@ -62,6 +62,8 @@ class Dense(Layer):
     (2, 4)
     """
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     accepts_sparse = True
     regularized = ("W",)
 

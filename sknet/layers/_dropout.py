@@ -39,6 +39,8 @@ class Dropout(Layer):
     array([0., 2.], dtype=float32)
     """
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     def __init__(self, rate=0.5):
         self.rate = rate
 
@@ -56,10 +58,9 @@ class Dropout(Layer):
         if not training or self.rate == 0:
             return X
         xp = self.xp
-        if self._generator is None:
-            seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
-            self._generator = self.backend_.random_generator(int(seed))
-        u = self._generator.random(X.shape, dtype=self.dtype_)
+        u = self.__dict__.pop("_draws", None)  # this copy's rows of a split batch
+        if u is None:
+            u = self._uniform(X.shape)
         mask = self._buffer("mask", X.shape)
         xp.greater_equal(u, self.rate, out=mask)
         mask *= 1.0 / (1.0 - self.rate)
@@ -67,6 +68,20 @@ class Dropout(Layer):
         xp.multiply(X, mask, out=Y)
         self._cache = {"mask": mask}
         return Y
+
+    def _uniform(self, shape):
+        if self._generator is None:
+            seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
+            self._generator = self.backend_.random_generator(int(seed))
+        return self._generator.random(shape, dtype=self.dtype_)
+
+    def split_draws(self, copies, bounds):
+        # the whole batch's numbers, from this layer's stream: masks independent of the split
+        if self.rate == 0:
+            return
+        u = self._uniform((bounds[-1],) + self.input_shape_)
+        for layer, start, stop in zip(copies, bounds[:-1], bounds[1:]):
+            layer._draws = u[start:stop]
 
     def backward(self, dY):
         if self.rate == 0:

@@ -7,6 +7,8 @@ from sknet.layers._conv import check_image_shape, output_size, pair, resolve_pad
 class _Pool2D(Layer):
     """Windows of ``pool_size`` every ``stride`` pixels, visited as strided views."""
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     def __init__(self, pool_size=2, *, stride=None, padding="valid"):
         self.pool_size = pool_size
         self.stride = stride
@@ -176,6 +178,8 @@ class GlobalAvgPool2D(Layer):
     >>> layer.forward(X, training=False)
     array([[ 7.5, 23.5]], dtype=float32)
     """
+
+    shardable = True  # rows are independent (see Layer.shardable)
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

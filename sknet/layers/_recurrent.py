@@ -32,6 +32,8 @@ def _orthogonal(rng, n, n_blocks):
 class _Recurrent(Layer):
     """Shared machinery: parameters per direction, masks, time loops."""
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     supports_mask = True
     #: number of gates (blocks of ``units`` columns in W, U and b)
     n_gates = 1

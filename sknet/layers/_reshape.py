@@ -25,6 +25,8 @@ class Flatten(Layer):
     (5, 18)
     """
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
         self.output_shape_ = (math.prod(self.input_shape_),)

@@ -43,6 +43,8 @@ class Embedding(Layer):
     (2, 5, 4)
     """
 
+    shardable = True  # rows are independent (see Layer.shardable)
+
     def __init__(self, input_dim, output_dim, *, trainable=True, lr_scale=1.0, weights=None):
         self.input_dim = input_dim
         self.output_dim = output_dim
@@ -140,6 +142,12 @@ class TimeDistributed(Layer):
     def regularized(self):
         return self.layer.regularized
 
+    @property
+    def shardable(self):
+        """The inner layer's, unless it draws random numbers (see :meth:`Layer.split_draws`)."""
+        inner = self.__dict__.get("inner_", self.layer)
+        return inner.shardable and type(inner).split_draws is Layer.split_draws
+
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
         if not isinstance(self.layer, Layer):
@@ -223,6 +231,8 @@ class GlobalAvgPool1D(Layer):
     >>> layer.forward(X, training=False, mask=np.array([[True, True, False]]))
     array([[1., 2.]], dtype=float32)
     """
+
+    shardable = True  # rows are independent (see Layer.shardable)
 
     supports_mask = True
 

@@ -105,3 +105,39 @@ def test_col2im_matches_the_transpose_of_the_oracle(shape, kernel, stride, paddi
     expected = padded[:, :, ph : ph + H, pw : pw + W]
     back = backend.col2im(backend.asarray(col), H, W, sh, sw, ph, pw)
     assert_allclose(backend.to_numpy(back), expected, rtol=1e-12, atol=1e-12)
+
+
+def numpy_backends():
+    """The NumPy backend with its Numba kernels (when installed) and without."""
+    from sknet.backend._numpy import NumpyBackend
+
+    plain = NumpyBackend()
+    plain.kernels = None
+    return [pytest.param(NumpyBackend(), id="numba"), pytest.param(plain, id="numpy")]
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding", CASES)
+@pytest.mark.parametrize("cpu", numpy_backends())
+def test_channels_last_patches_match_the_oracle(shape, kernel, stride, padding, cpu):
+    X = np.random.RandomState(0).standard_normal(shape).astype(np.float32)
+    col = cpu.im2col_nhwc(X, *kernel, *stride, *padding)
+    # (N, OH, OW, kh, kw, C): the oracle's (C, kh, kw, N, OH, OW) reordered
+    assert_array_equal(col, oracle(X, *kernel, *stride, *padding).transpose(3, 4, 5, 1, 2, 0))
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding", CASES)
+@pytest.mark.parametrize("cpu", numpy_backends())
+def test_channels_last_col2im_is_the_adjoint(shape, kernel, stride, padding, cpu):
+    # <im2col(X), D> == <X, col2im(D)> for every X and D, in float64
+    rng = np.random.RandomState(1)
+    X = rng.standard_normal(shape)
+    col = cpu.im2col_nhwc(X, *kernel, *stride, *padding)
+    D = rng.standard_normal(col.shape)
+    out = np.full(shape, np.nan)  # every pixel written, zeros included
+    back = cpu.col2im_nhwc(D, *shape[2:], *stride, *padding, out=out)
+    assert back is out
+    assert_allclose(np.vdot(col, D), np.vdot(X, back), rtol=1e-12)
+    # and the same images as the NCHW col2im of the reordered patches
+    expected = cpu.col2im(np.ascontiguousarray(D.transpose(5, 3, 4, 0, 1, 2)), *shape[2:],
+                          *stride, *padding)  # fmt: skip
+    assert_allclose(back, expected, rtol=1e-12, atol=1e-12)

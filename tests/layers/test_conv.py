@@ -306,3 +306,49 @@ def test_float32_in_float32_out(training, backend):
         dX = layer32.backward(backend.asarray(np.ones(Y.shape, dtype=np.float32)))
         assert dX.dtype == np.float32
         assert layer32.grads["W"].dtype == layer32.grads["b"].dtype == np.float32
+
+
+def _numpy_backend(numba):
+    from sknet.backend._numpy import NumpyBackend
+
+    backend = NumpyBackend()
+    if not numba:
+        backend.kernels = None
+    return backend
+
+
+@pytest.mark.parametrize("numba", [True, False], ids=["numba", "numpy"])
+@pytest.mark.parametrize("activation", [None, "relu", "tanh", "logistic"])
+@pytest.mark.parametrize("kernel, stride, padding", COMBOS)
+def test_channels_last_path_matches_the_channels_first_one(
+    kernel, stride, padding, activation, numba
+):
+    # The NumPy backend computes with channels-last patches from 8 channels
+    # on; the generic backend with channels-first ones: same numbers.
+    from tests.conftest import GenericBackend
+
+    rng = np.random.RandomState(0)
+    shape = (8,) + INPUT[1:]
+    X = rng.standard_normal((3,) + shape)
+    results = []
+    for backend in (_numpy_backend(numba), GenericBackend()):
+        layer = build(Conv2D(3, kernel, stride=stride, padding=padding, activation=activation),
+                      backend, input_shape=shape)  # fmt: skip
+        with_random_bias(layer, backend)
+        Y = layer.forward(X, training=True).copy()
+        dY = np.random.RandomState(2).standard_normal(Y.shape)
+        dX = layer.backward(dY.copy()).copy()
+        grads = {key: value.copy() for key, value in layer.grads.items()}
+        results.append((Y, dX, grads, layer.forward(X, training=False)))
+    (Y, dX, grads, P), (Y0, dX0, grads0, P0) = results
+    assert _numpy_backend(numba).conv_channels_last(8)
+    for got, expected in [(Y, Y0), (dX, dX0), (grads["W"], grads0["W"]),
+                          (grads["b"], grads0["b"]), (P, P0)]:  # fmt: skip
+        assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 1, "same"), ((3, 2), (2, 1), (2, 0))])
+def test_channels_last_gradients_match_finite_differences(kernel, stride, padding):
+    assert get_backend("cpu").conv_channels_last(8)  # the path under test
+    layer = Conv2D(2, kernel, stride=stride, padding=padding, activation="tanh")
+    assert set(check_layer_gradients(layer, (8, 5, 4), n_samples=2)) == {"X", "W", "b"}
