@@ -45,7 +45,7 @@ docs: $(PY)
 # PyTorch's CPU build comes from its own index (PyPI's Linux wheel is the CUDA one).
 bench: $(PY)
 	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu -e ".[bench]"
-	$(PY) benchmarks/bench_cpu.py
+	$(PY) benchmarks/bench_cpu.py --repeats 3
 
 # On a GPU machine, without installing anything: the GPU-marked tests, the
 # scikit-learn estimator checks on device="cuda", and the GPU benchmark. Every

@@ -29,10 +29,14 @@ repository root::
 
     python benchmarks/bench_cpu.py --mnist-dir DIR [--threads 2] [--json PATH]
 
-``--quick`` shrinks every size for a smoke test.
+With ``--repeats N`` each peer trains N times and its best time counts; the
+peers take turns (one fit each per round), so that on a shared machine whose
+speed drifts every peer sees the same spells. ``--quick`` shrinks every size
+for a smoke test.
 """
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -122,6 +126,22 @@ def best_of(func, repeats):
         result = func()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+def best_interleaved(runs, repeats):
+    """The best result (least ``s_per_epoch``) of each of ``runs``, called in turn.
+
+    Rounds of one call each, rather than all of one peer's calls then all of
+    the next's: on a shared machine whose speed drifts over minutes, every
+    peer then gets its share of the fast and the slow spells.
+    """
+    best = {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            result = run()
+            if name not in best or result["s_per_epoch"] < best[name]["s_per_epoch"]:
+                best[name] = result
+    return best
 
 
 def fit_quietly(model, X, y):
@@ -346,14 +366,18 @@ def run(args):
             ("mlp_60k", X_big, y_big, epochs_big),
             ("mlp_4k", X_small, y_small, epochs_small),
         ]:
-            r = {"sknet": time_estimator(mlp_sknet(epochs), X, y, X_test, y_test, args.repeats)}
+            runs = {"sknet": functools.partial(
+                time_estimator, mlp_sknet(epochs), X, y, X_test, y_test, 1
+            )}  # fmt: skip
             if name == "mlp_60k":
-                r["sklearn"] = time_estimator(
-                    mlp_sklearn(epochs), X, y, X_test, y_test, args.repeats
+                runs["sklearn"] = functools.partial(
+                    time_estimator, mlp_sklearn(epochs), X, y, X_test, y_test, 1
                 )
             if torch is not None:
-                r["torch"] = time_torch(torch_mlp, X, y, X_test, y_test, epochs, 128, args.repeats)
-            results[name] = r
+                runs["torch"] = functools.partial(
+                    time_torch, torch_mlp, X, y, X_test, y_test, epochs, 128, 1
+                )
+            results[name] = r = best_interleaved(runs, args.repeats)
             print(
                 f"  {name}: "
                 + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch" for k, v in r.items()),
@@ -379,10 +403,11 @@ def run(args):
                     1,
                     channels_last,
                 )
-        r = {"sknet": time_estimator(conv_sknet, X_conv, y_conv, X_test, y_test, args.repeats)}
+        runs = {"sknet": lambda: time_estimator(conv_sknet, X_conv, y_conv, X_test, y_test, 1)}
         if torch is not None:
-            candidates = {
-                "torch channels_last": time_torch(
+            for label, channels_last in [("channels_last", True), ("contiguous", False)]:
+                runs[f"torch {label}"] = functools.partial(
+                    time_torch,
                     torch_convnet,
                     X_conv,
                     y_conv,
@@ -390,21 +415,12 @@ def run(args):
                     y_test,
                     epochs_conv,
                     64,
-                    args.repeats,
-                    True,
-                ),
-                "torch contiguous": time_torch(
-                    torch_convnet,
-                    X_conv,
-                    y_conv,
-                    X_test,
-                    y_test,
-                    epochs_conv,
-                    64,
-                    args.repeats,
-                    False,
-                ),
-            }
+                    1,
+                    channels_last,
+                )
+        r = best_interleaved(runs, args.repeats)
+        if torch is not None:
+            candidates = {k: r.pop(k) for k in ("torch channels_last", "torch contiguous")}
             best = min(candidates, key=lambda k: candidates[k]["s_per_epoch"])
             r["torch"] = {**candidates[best], "setting": best}
             r.update(candidates)
@@ -417,19 +433,17 @@ def run(args):
 
         # bench_rnn.py's setting: the whole 8,000-image training split
         seq_train, seq_test = X_train.reshape(-1, 28, 28), X_test.reshape(-1, 28, 28)
-        for cell in ("lstm", "gru"):
+
+        def recurrent(timer, cell):
             time.sleep(SETTLE_SECONDS)
-            ours = bench_rnn.time_sknet(
-                seq_train, y_train, seq_test, y_test, epochs_lstm, 128, cell
-            )
-            r = {"sknet": {"s_per_epoch": ours[0], "test_acc": ours[1]}}
+            s, acc = timer(seq_train, y_train, seq_test, y_test, epochs_lstm, 128, cell)
+            return {"s_per_epoch": s, "test_acc": acc}
+
+        for cell in ("lstm", "gru"):
+            runs = {"sknet": functools.partial(recurrent, bench_rnn.time_sknet, cell)}
             if torch is not None:
-                time.sleep(SETTLE_SECONDS)
-                theirs = bench_rnn.time_torch(
-                    seq_train, y_train, seq_test, y_test, epochs_lstm, 128, cell
-                )
-                r["torch"] = {"s_per_epoch": theirs[0], "test_acc": theirs[1]}
-            results[cell] = r
+                runs["torch"] = functools.partial(recurrent, bench_rnn.time_torch, cell)
+            results[cell] = r = best_interleaved(runs, args.repeats)
             print(
                 f"  {cell}: "
                 + ", ".join(f"{k} {v['s_per_epoch']:.4f} s/epoch" for k, v in r.items()),
@@ -557,7 +571,9 @@ def main(argv=None):
         help="directory of the MNIST test files (default: $SKNET_MNIST_DIR)",
     )
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=1, help="fits per peer; the best counts")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="fits per peer, in turns; the best counts"
+    )
     parser.add_argument("--json", default=None, help="also write every number here")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     args = parser.parse_args(argv)
