@@ -283,7 +283,9 @@ class Trainer:
         )
         self.flat_params = xp.empty(total, dtype=dtype)
         self.flat_grads = xp.zeros(total, dtype=dtype)
-        self._shards = None  # copies of the network follow the new layout
+        # Copies of the network follow the new layout: made again for the next
+        # split batches (whole batches until then, if this happens mid-epoch).
+        self._shards = self._active_shards = None
         self.param_segments, self.grad_segments, self.lr_scales = [], [], []
         self.layout, self.regularized_ranges, self._grad_views = [], [], []
         offset = 0

@@ -302,3 +302,29 @@ def test_small_networks_keep_whole_batches(blobs, monkeypatch, split_calls):
     assert split_calls == []
     assert sharding.shard_count(64, 2, 15e6 / 64) == 1  # a 784-256-128 MLP's 64 rows
     assert sharding.shard_count(64, 2, 4.2e6) == 2  # the default ConvNet's
+
+
+class UnfreezeAtEpoch2(Callback):
+    """Unfreezes the first layer when the second epoch begins (parameters laid out again)."""
+
+    def on_epoch_begin(self, state, epoch):
+        layer = state.network.layers[0]
+        if epoch == 2 and not layer.trainable:
+            layer.trainable = True
+            state.update_trainable()
+
+
+def test_a_relayout_between_epochs_makes_new_copies(images, threads, split_calls):
+    X, y = images
+
+    def make():
+        return ConvNetClassifier(
+            input_shape=(2, 8, 8), layers=[Conv2D(3, 3, trainable=False), Flatten(), Dense(6)],
+            batch_size=40, max_iter=3, dtype=np.float64, random_state=0,
+            callbacks=[UnfreezeAtEpoch2()],
+        )  # fmt: skip
+
+    whole, split = fit_both(make, X, y, threads)
+    assert whole.layers_[0].trainable and split.layers_[0].trainable
+    assert_same_model(whole, split, X)
+    assert split_calls
