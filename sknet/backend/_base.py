@@ -565,6 +565,10 @@ class Backend:
             dZm.sum(axis=1, out=db)
         return dZm
 
+    def conv_per_image(self, channels):
+        """Whether Conv2D computes one product per image (``im2col_images``); here never."""
+        return False
+
     def conv_channels_last(self, channels):
         """Whether Conv2D computes with channels-last patches (``im2col_nhwc``) for
         inputs of ``channels`` channels; here never: the channels-first ones."""

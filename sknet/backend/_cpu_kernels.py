@@ -369,7 +369,39 @@ def _compile(cache=True):
         for j in range(F):
             db[j] = sums[j]
 
+    # The same per image plane (N, F, P): bias and ReLU (or nothing) in place
+    # on a convolution's output, and back, in place on its gradient.
+    @jit
+    def plane_bias_activation(Z, b, relu):
+        N, F, P = Z.shape
+        zero = Z.dtype.type(0)
+        for n in range(N):
+            for f in range(F):
+                plane, bf = Z[n, f], b[f]
+                for p in range(P):
+                    v = plane[p] + bf
+                    plane[p] = zero if relu and v <= zero else v
+
+    @numba.njit(cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+    def plane_bias_activation_grad(dY, Y, relu, db):
+        N, F, P = dY.shape
+        zero = dY.dtype.type(0)
+        sums = np.zeros(F)  # float64 accumulators
+        for n in range(N):
+            for f in range(F):
+                grad, act = dY[n, f], Y[n, f]
+                total = 0.0
+                for p in range(P):
+                    g = zero if relu and act[p] <= zero else grad[p]
+                    grad[p] = g
+                    total += g
+                sums[f] += total
+        for f in range(F):
+            db[f] = sums[f]
+
     return {
+        "plane_bias_activation": plane_bias_activation,
+        "plane_bias_activation_grad": plane_bias_activation_grad,
         "bias_activation": bias_activation,
         "bias_activation_grad": bias_activation_grad,
         "max_pool_forward": max_pool_forward,

@@ -72,6 +72,65 @@ class NumpyBackend(Backend):
         # transposes (a first layer's single channel is faster channels-first).
         return channels >= 8
 
+    # -- few input channels: one product per image, outputs already NCHW
+    def conv_per_image(self, channels):
+        """Whether Conv2D computes one product per image (fewer than 8 channels).
+
+        With a patch of only ``C * kh * kw`` values (9 for a grey first layer),
+        the batch's one product is a poor matrix shape and its (F, N * pixels)
+        result needs a transposing pass; per image, ``W @ patches[n]`` is
+        already image ``n``'s (F, pixels) output.
+        """
+        return channels < 8
+
+    def im2col_images(self, X, kh, kw, sh, sw, ph, pw, out=None):
+        """Patches of NCHW ``X`` per image, (N, C * kh * kw, OH * OW)."""
+        N, C, H, W = X.shape
+        OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(W, kw, sw, pw)
+        if ph or pw:
+            X = np.pad(X, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        sN, sC, sH, sW = X.strides
+        patches = np.lib.stride_tricks.as_strided(
+            X,
+            shape=(N, C, kh, kw, OH, OW),
+            strides=(sN, sC, sH, sW, sH * sh, sW * sw),
+            writeable=False,
+        )
+        if out is None:
+            out = np.empty((N, C * kh * kw, OH * OW), dtype=X.dtype)
+        np.copyto(out.reshape(N, C, kh, kw, OH, OW), patches)
+        return out
+
+    def plane_output(self, Z, bias, activation):
+        """Bias and activation in place on a convolution's NCHW output ``Z``."""
+        N, F = Z.shape[:2]
+        if self.kernels is not None and activation in ("relu", "identity"):
+            if bias is None:
+                bias = np.zeros(F, dtype=Z.dtype)
+            self.kernels["plane_bias_activation"](Z.reshape(N, F, -1), bias, activation == "relu")
+            return Z
+        if bias is not None:
+            Z += bias.reshape(1, F, *([1] * (Z.ndim - 2)))
+        return self.activation_forward(activation, Z, Z)
+
+    def plane_output_grad(self, dY, Y, activation, db):
+        """The gradient through :meth:`plane_output`, in place on ``dY``, and ``db``."""
+        N, F = dY.shape[:2]
+        if activation not in ("relu", "identity"):
+            dY = self.activation_backward(activation, dY, Y, None, dY)
+            activation = "identity"
+        if self.kernels is not None:
+            bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
+            self.kernels["plane_bias_activation_grad"](
+                dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation == "relu", bias_grad
+            )
+            return dY
+        if activation == "relu":
+            dY[Y <= 0] = 0
+        if db is not None:
+            db[...] = dY.reshape(N, F, -1).sum(axis=(0, 2))
+        return dY
+
     def im2col_nhwc(self, X, kh, kw, sh, sw, ph, pw, out=None, padded=None):
         """Patches ``(N, OH, OW, kh, kw, C)`` of NCHW images ``X``, channels innermost.
 

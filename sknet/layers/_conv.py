@@ -186,6 +186,8 @@ class Conv2D(Layer):
     def forward(self, X, *, training):
         if self.backend_.conv_channels_last(self.input_shape_[0]):
             return self._forward_nhwc(X, training)
+        if self.backend_.conv_per_image(self.input_shape_[0]):
+            return self._forward_per_image(X, training)
         backend, xp = self.backend_, self.xp
         N, C = X.shape[:2]
         F, OH, OW = self.output_shape_
@@ -221,6 +223,8 @@ class Conv2D(Layer):
             act = "identity"
         if "Wk" in cache:
             return self._backward_nhwc(dY, act)
+        if "images" in cache:
+            return self._backward_per_image(dY, act)
         col = cache["col"]
         N = dY.shape[0]
         F, OH, OW = self.output_shape_
@@ -306,4 +310,56 @@ class Conv2D(Layer):
             *self._padding,
             out=self._buffer("dX", (N, C, H, W)),
             padded=self._buffer("dpadded", (N, H + 2 * ph, W + 2 * pw, C)),
+        )
+
+    # -- one product per image (where ``backend.conv_per_image(C)``) -----------------
+    def _forward_per_image(self, X, training):
+        backend, xp = self.backend_, self.xp
+        N, C = X.shape[:2]
+        F, OH, OW = self.output_shape_
+        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
+        buffer = self._buffer if training else (lambda key, shape: xp.empty(shape, X.dtype))
+        col = backend.im2col_images(
+            X, kh, kw, sh, sw, ph, pw, out=buffer("col", (N, C * kh * kw, OH * OW))
+        )
+        Z = buffer("Z", (N, F, OH, OW))
+        xp.matmul(self.params["W"].reshape(F, -1), col, out=Z.reshape(N, F, -1))
+        bias = self.params["b"] if self.use_bias else None
+        act = self.activation or "identity"
+        if not activation_needs_input(act):
+            Y = backend.plane_output(Z, bias, act)
+        else:  # keep the activation's input for backward
+            backend.plane_output(Z, bias, "identity")
+            Y = buffer("Y", Z.shape)
+            backend.activation_forward(act, Z, Y)
+        if training:
+            self._cache = {"images": col, "Y": Y, "Z": Z}
+        return Y
+
+    def _backward_per_image(self, dY, act):
+        backend, xp, col = self.backend_, self.xp, self._cache["images"]
+        N, F = dY.shape[:2]
+        db = self.grads["b"] if self.use_bias and self.trainable else None
+        dZ = backend.plane_output_grad(dY, self._cache["Y"], act, db).reshape(N, F, -1)
+        Wm = self.params["W"].reshape(F, -1)
+        if self.trainable:  # one (F, K) product per image, then their sum
+            per_image = xp.matmul(
+                dZ, col.transpose(0, 2, 1), out=self._buffer("dWn", (N,) + Wm.shape)
+            )
+            per_image.sum(axis=0, out=self.grads["W"].reshape(Wm.shape))
+        if self.skip_input_grad:
+            return None
+        C, H, W = self.input_shape_
+        (kh, kw), (sh, sw), (ph, pw) = self._kernel, self._stride, self._padding
+        dcol = xp.matmul(Wm.T, dZ, out=self._buffer("dcol", col.shape))
+        _, OH, OW = self.output_shape_
+        return backend.col2im(
+            dcol.reshape(N, C, kh, kw, OH, OW).transpose(1, 2, 3, 0, 4, 5),
+            H,
+            W,
+            sh,
+            sw,
+            ph,
+            pw,
+            out=self._buffer("dX", (N, C, H, W)),
         )

@@ -318,20 +318,25 @@ def _numpy_backend(numba):
 
 
 @pytest.mark.parametrize("numba", [True, False], ids=["numba", "numpy"])
-@pytest.mark.parametrize("activation", [None, "relu", "tanh", "logistic"])
+@pytest.mark.parametrize("activation", [None, "relu", "tanh", "gelu"])
 @pytest.mark.parametrize("kernel, stride, padding", COMBOS)
-def test_channels_last_path_matches_the_channels_first_one(
-    kernel, stride, padding, activation, numba
+@pytest.mark.parametrize("channels", [1, 2, 8])
+def test_cpu_paths_match_the_channels_first_one(
+    kernel, stride, padding, activation, numba, channels
 ):
-    # The NumPy backend computes with channels-last patches from 8 channels
-    # on; the generic backend with channels-first ones: same numbers.
+    # The NumPy backend computes one product per image below 8 channels and
+    # with channels-last patches from 8 on; the generic backend with the
+    # batch's channels-first patches: same numbers, input gradient included.
     from tests.conftest import GenericBackend
 
+    cpu = _numpy_backend(numba)
+    assert cpu.conv_per_image(channels) == (channels < 8)
+    assert cpu.conv_channels_last(channels) == (channels >= 8)
     rng = np.random.RandomState(0)
-    shape = (8,) + INPUT[1:]
+    shape = (channels,) + INPUT[1:]
     X = rng.standard_normal((3,) + shape)
     results = []
-    for backend in (_numpy_backend(numba), GenericBackend()):
+    for backend in (cpu, GenericBackend()):
         layer = build(Conv2D(3, kernel, stride=stride, padding=padding, activation=activation),
                       backend, input_shape=shape)  # fmt: skip
         with_random_bias(layer, backend)
@@ -341,14 +346,15 @@ def test_channels_last_path_matches_the_channels_first_one(
         grads = {key: value.copy() for key, value in layer.grads.items()}
         results.append((Y, dX, grads, layer.forward(X, training=False)))
     (Y, dX, grads, P), (Y0, dX0, grads0, P0) = results
-    assert _numpy_backend(numba).conv_channels_last(8)
     for got, expected in [(Y, Y0), (dX, dX0), (grads["W"], grads0["W"]),
                           (grads["b"], grads0["b"]), (P, P0)]:  # fmt: skip
         assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("channels", [1, 8])
 @pytest.mark.parametrize("kernel, stride, padding", [(3, 1, "same"), ((3, 2), (2, 1), (2, 0))])
-def test_channels_last_gradients_match_finite_differences(kernel, stride, padding):
-    assert get_backend("cpu").conv_channels_last(8)  # the path under test
+def test_cpu_paths_gradients_match_finite_differences(kernel, stride, padding, channels):
+    # (2 channels, the per-image path: every other gradient check of this module)
     layer = Conv2D(2, kernel, stride=stride, padding=padding, activation="tanh")
-    assert set(check_layer_gradients(layer, (8, 5, 4), n_samples=2)) == {"X", "W", "b"}
+    errors = check_layer_gradients(layer, (channels, 5, 4), n_samples=2)
+    assert set(errors) == {"X", "W", "b"}
