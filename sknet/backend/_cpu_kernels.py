@@ -226,38 +226,34 @@ def _compile(cache=True):
                     for x in range(OW):
                         plane[arg[y, x]] += grad[y, x]
 
-    # Convolution epilogue/prologue: the matrix product's (F, N * P) layout, or
-    # (N * P, F) for channels-last patches, to channels-first (N, F, P) with the
-    # bias and a ReLU (or nothing), and back for the gradient with the bias
-    # gradient; one pass instead of three.
+    # Convolution epilogue/prologue: the matrix product's output seen as
+    # (N, F, P) (a strided view of whichever layout the product wrote, or the
+    # NCHW output itself) to NCHW (N, F, P) with the bias and a ReLU (or
+    # nothing), and back for the gradient with the bias gradient; one pass
+    # instead of three. Either may work in place.
     @jit
-    def conv_output(Zm, b, relu, channels_last, out):
-        # Zm (F, N * P), or (N * P, F) when channels_last, to out (N, F, P)
+    def conv_output(Z, b, relu, out):
         N, F, P = out.shape
         zero = out.dtype.type(0)
         for n in range(N):
             for f in range(F):
-                bf, dst = b[f], out[n, f]
+                bf, src, dst = b[f], Z[n, f], out[n, f]
                 for p in range(P):
-                    v = (Zm[n * P + p, f] if channels_last else Zm[f, n * P + p]) + bf
+                    v = src[p] + bf
                     dst[p] = zero if relu and v <= zero else v
 
     @numba.njit(cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-    def conv_output_grad(dY, Y, relu, channels_last, dZm, db):
-        # dY, Y (N, F, P) to dZm (F, N * P), or (N * P, F) when channels_last
+    def conv_output_grad(dY, Y, relu, dZ, db):
         N, F, P = dY.shape
         zero = dY.dtype.type(0)
         sums = np.zeros(F)  # float64 accumulators
         for n in range(N):
             for f in range(F):
-                src, act = dY[n, f], Y[n, f]
+                src, act, dst = dY[n, f], Y[n, f], dZ[n, f]
                 total = 0.0
                 for p in range(P):
                     g = zero if relu and act[p] <= zero else src[p]
-                    if channels_last:
-                        dZm[n * P + p, f] = g
-                    else:
-                        dZm[f, n * P + p] = g
+                    dst[p] = g
                     total += g
                 sums[f] += total
         for f in range(F):
@@ -369,39 +365,7 @@ def _compile(cache=True):
         for j in range(F):
             db[j] = sums[j]
 
-    # The same per image plane (N, F, P): bias and ReLU (or nothing) in place
-    # on a convolution's output, and back, in place on its gradient.
-    @jit
-    def plane_bias_activation(Z, b, relu):
-        N, F, P = Z.shape
-        zero = Z.dtype.type(0)
-        for n in range(N):
-            for f in range(F):
-                plane, bf = Z[n, f], b[f]
-                for p in range(P):
-                    v = plane[p] + bf
-                    plane[p] = zero if relu and v <= zero else v
-
-    @numba.njit(cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-    def plane_bias_activation_grad(dY, Y, relu, db):
-        N, F, P = dY.shape
-        zero = dY.dtype.type(0)
-        sums = np.zeros(F)  # float64 accumulators
-        for n in range(N):
-            for f in range(F):
-                grad, act = dY[n, f], Y[n, f]
-                total = 0.0
-                for p in range(P):
-                    g = zero if relu and act[p] <= zero else grad[p]
-                    grad[p] = g
-                    total += g
-                sums[f] += total
-        for f in range(F):
-            db[f] = sums[f]
-
     return {
-        "plane_bias_activation": plane_bias_activation,
-        "plane_bias_activation_grad": plane_bias_activation_grad,
         "bias_activation": bias_activation,
         "bias_activation_grad": bias_activation_grad,
         "max_pool_forward": max_pool_forward,

@@ -105,31 +105,42 @@ class NumpyBackend(Backend):
         """Bias and activation in place on a convolution's NCHW output ``Z``."""
         N, F = Z.shape[:2]
         if self.kernels is not None and activation in ("relu", "identity"):
-            if bias is None:
-                bias = np.zeros(F, dtype=Z.dtype)
-            self.kernels["plane_bias_activation"](Z.reshape(N, F, -1), bias, activation == "relu")
+            planes = Z.reshape(N, F, -1)
+            self._conv_output(planes, bias, activation, planes)
             return Z
         if bias is not None:
             Z += bias.reshape(1, F, *([1] * (Z.ndim - 2)))
         return self.activation_forward(activation, Z, Z)
 
-    def plane_output_grad(self, dY, Y, activation, db):
-        """The gradient through :meth:`plane_output`, in place on ``dY``, and ``db``."""
+    def plane_output_grad(self, dY, Y, activation, db, out):
+        """The gradient through :meth:`plane_output` into ``out`` (shaped like ``dY``,
+        which may be overwritten), and ``db``."""
         N, F = dY.shape[:2]
         if activation not in ("relu", "identity"):
             dY = self.activation_backward(activation, dY, Y, None, dY)
             activation = "identity"
-        if self.kernels is not None:
-            bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
-            self.kernels["plane_bias_activation_grad"](
-                dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation == "relu", bias_grad
+        if self.kernels is not None:  # out apart from dY: an aliased pair would not vectorize
+            planes = out.reshape(N, F, -1)
+            self._conv_output_grad(
+                dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation, planes, db
             )
-            return dY
+            return out
+        out[...] = dY
         if activation == "relu":
-            dY[Y <= 0] = 0
+            out[Y <= 0] = 0
         if db is not None:
-            db[...] = dY.reshape(N, F, -1).sum(axis=(0, 2))
-        return dY
+            db[...] = out.reshape(N, F, -1).sum(axis=(0, 2))
+        return out
+
+    def _conv_output(self, Z, bias, activation, out):
+        # the Numba epilogue on (N, F, P) views: relu or identity
+        if bias is None:
+            bias = np.zeros(out.shape[1], dtype=out.dtype)
+        self.kernels["conv_output"](Z, bias, activation == "relu", out)
+
+    def _conv_output_grad(self, dY, Y, activation, dZ, db):
+        bias_grad = np.empty(dY.shape[1], dtype=dY.dtype) if db is None else db
+        self.kernels["conv_output_grad"](dY, Y, activation == "relu", dZ, bias_grad)
 
     def im2col_nhwc(self, X, kh, kw, sh, sw, ph, pw, out=None, padded=None):
         """Patches ``(N, OH, OW, kh, kw, C)`` of NCHW images ``X``, channels innermost.
@@ -184,11 +195,8 @@ class NumpyBackend(Backend):
         """Bias and activation on the product ``Zm`` (N * OH * OW, F), into NCHW ``out``."""
         N, F = out.shape[:2]
         if self.kernels is not None and activation in ("relu", "identity"):
-            if bias is None:
-                bias = np.zeros(F, dtype=out.dtype)
-            self.kernels["conv_output"](
-                Zm, bias, activation == "relu", True, out.reshape(N, F, -1)
-            )
+            pixels_first = Zm.reshape(N, -1, F).transpose(0, 2, 1)  # seen as (N, F, P)
+            self._conv_output(pixels_first, bias, activation, out.reshape(N, F, -1))
             return out
         if bias is not None:
             Zm += bias
@@ -206,14 +214,9 @@ class NumpyBackend(Backend):
             dY = self.activation_backward(activation, dY, Y, None, dY)
             activation = "identity"
         if self.kernels is not None:
-            bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
-            self.kernels["conv_output_grad"](
-                dY.reshape(N, F, -1),
-                Y.reshape(N, F, -1),
-                activation == "relu",
-                True,
-                dZm,
-                bias_grad,
+            pixels_first = dZm.reshape(N, -1, F).transpose(0, 2, 1)  # seen as (N, F, P)
+            self._conv_output_grad(
+                dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation, pixels_first, db
             )
             return dZm
         g = dZm.reshape(N, -1, F)
@@ -297,25 +300,6 @@ class NumpyBackend(Backend):
         )
 
     # -- convolution and pooling: one pass over each image, where NumPy makes several
-    def conv_output(self, Zm, bias, activation, out):
-        if self.kernels is None or activation not in ("relu", "identity"):
-            return super().conv_output(Zm, bias, activation, out)
-        N, F = out.shape[:2]
-        if bias is None:
-            bias = np.zeros(F, dtype=out.dtype)
-        self.kernels["conv_output"](Zm, bias, activation == "relu", False, out.reshape(N, F, -1))
-        return out
-
-    def conv_output_grad(self, dY, Y, activation, dZm, db):
-        if self.kernels is None or activation not in ("relu", "identity"):
-            return super().conv_output_grad(dY, Y, activation, dZm, db)
-        N, F = dY.shape[:2]
-        bias_grad = np.empty(F, dtype=dY.dtype) if db is None else db
-        self.kernels["conv_output_grad"](
-            dY.reshape(N, F, -1), Y.reshape(N, F, -1), activation == "relu", False, dZm, bias_grad
-        )
-        return dZm
-
     def col2im(self, col, H, W, sh, sw, ph, pw, out=None):
         if self.kernels is None:
             return super().col2im(col, H, W, sh, sw, ph, pw, out=out)

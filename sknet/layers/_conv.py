@@ -340,7 +340,8 @@ class Conv2D(Layer):
         backend, xp, col = self.backend_, self.xp, self._cache["images"]
         N, F = dY.shape[:2]
         db = self.grads["b"] if self.use_bias and self.trainable else None
-        dZ = backend.plane_output_grad(dY, self._cache["Y"], act, db).reshape(N, F, -1)
+        dZ = backend.plane_output_grad(dY, self._cache["Y"], act, db, self._buffer("dZ", dY.shape))
+        dZ = dZ.reshape(N, F, -1)
         Wm = self.params["W"].reshape(F, -1)
         if self.trainable:  # one (F, K) product per image, then their sum
             per_image = xp.matmul(
