@@ -4,7 +4,8 @@ NumPy runs an Adam step as a dozen whole-array passes with a temporary, a
 convolution's bias, ReLU and move to NCHW as three, max pooling as a dozen
 masked passes; these loops make one pass each, in the arrays' dtype: the
 optimizer updates, the dense and convolution epilogues and their gradients,
-max pooling, col2im and the LSTM and GRU cells. Numba is optional (the ``numba``
+max pooling, col2im and channels-last patches, and the LSTM and GRU cells, each
+group built by its own function below. Numba is optional (the ``numba``
 extra): without it, or with ``SKNET_NUMBA=0`` in the environment,
 :data:`KERNELS` is ``None`` and the NumPy backend keeps the generic NumPy code
 of :class:`sknet.backend.Backend`. Kernels are compiled on first use and
@@ -18,11 +19,32 @@ KERNELS = None
 
 def _compile(cache=True):
     import numba
-    import numpy as np
 
     # error_model="numpy": x / 0 gives inf as in NumPy (no Python zero-division
     # check), which also lets LLVM vectorize the division.
     jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
+    # Kernels that sum: the additions may be reordered (vectorized; they
+    # accumulate in float64 where precision matters).
+    reduce_jit = numba.njit(
+        cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"}
+    )
+    kernels = {}
+    for build in (
+        _update_kernels,
+        _lstm_kernels,
+        _gru_kernels,
+        _pooling_kernels,
+        _conv_epilogue_kernels,
+        _patch_kernels,
+        _dense_kernels,
+    ):
+        kernels.update(build(jit, reduce_jit))
+    return kernels
+
+
+def _update_kernels(jit, reduce_jit):
+    """The optimizers' updates, one pass over the flat arrays."""
+    import numpy as np
 
     @jit
     def adam_update(param, grad, m, v, lr, beta_1, beta_2, epsilon):
@@ -54,6 +76,16 @@ def _compile(cache=True):
     def add_scaled(y, x, alpha):
         for i in range(y.shape[0]):
             y[i] += alpha * x[i]
+
+    return {
+        "adam_update": adam_update,
+        "sgd_update": sgd_update,
+        "add_scaled": add_scaled,
+    }
+
+
+def _lstm_kernels(jit, reduce_jit):
+    """The LSTM cell steps."""
 
     # LSTM cell steps. Gates are the columns [input, forget, output, cell] of
     # g (N, 4H), already through tanh (the sigmoid gates' inputs halved, so
@@ -107,6 +139,16 @@ def _compile(cache=True):
                 dz[n, 3 * H + j] = dct * i * (one - gg * gg)
                 dc[n, j] = dct * f
 
+    return {
+        "lstm_gates": lstm_gates,
+        "lstm_output": lstm_output,
+        "lstm_backward_step": lstm_backward_step,
+    }
+
+
+def _gru_kernels(jit, reduce_jit):
+    """The GRU cell steps."""
+
     # The GRU step: the update and reset gates from the tanh of their halved
     # inputs and the new gate's input (r times the recurrent projection), then,
     # after NumPy's tanh, the state; and one step back.
@@ -157,6 +199,16 @@ def _compile(cache=True):
                 dhu[n, H + j] = dr
                 dhu[n, 2 * H + j] = dan * r
                 dh_prev[n, j] = d * z
+
+    return {
+        "gru_gates": gru_gates,
+        "gru_output": gru_output,
+        "gru_backward_step": gru_backward_step,
+    }
+
+
+def _pooling_kernels(jit, reduce_jit):
+    """Max pooling and its gradient."""
 
     # Max pooling over NCHW images, one output row at a time (kept in cache):
     # the first maximum of each window wins, padding never does; argmax holds
@@ -226,6 +278,16 @@ def _compile(cache=True):
                     for x in range(OW):
                         plane[arg[y, x]] += grad[y, x]
 
+    return {
+        "max_pool_forward": max_pool_forward,
+        "max_pool_backward": max_pool_backward,
+    }
+
+
+def _conv_epilogue_kernels(jit, reduce_jit):
+    """Convolution epilogues: bias, ReLU, layout, and back."""
+    import numpy as np
+
     # Convolution epilogue/prologue: the matrix product's output seen as
     # (N, F, P) (a strided view of whichever layout the product wrote, or the
     # NCHW output itself) to NCHW (N, F, P) with the bias and a ReLU (or
@@ -242,7 +304,7 @@ def _compile(cache=True):
                     v = src[p] + bf
                     dst[p] = zero if relu and v <= zero else v
 
-    @numba.njit(cache=cache, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+    @reduce_jit
     def conv_output_grad(dY, Y, relu, dZ, db):
         N, F, P = dY.shape
         zero = dY.dtype.type(0)
@@ -258,6 +320,12 @@ def _compile(cache=True):
                 sums[f] += total
         for f in range(F):
             db[f] = sums[f]
+
+    return {"conv_output": conv_output, "conv_output_grad": conv_output_grad}
+
+
+def _patch_kernels(jit, reduce_jit):
+    """Patch matrices summed back (col2im), and channels-last ones built and summed back."""
 
     @jit
     def col2im(col, ph, pw, sh, sw, out):
@@ -340,6 +408,18 @@ def _compile(cache=True):
                     for x in range(W):
                         img[c, y, x] = acc[y + ph, x + pw, c]
 
+    return {
+        "col2im": col2im,
+        "pad_nhwc": pad_nhwc,
+        "patches_nhwc": patches_nhwc,
+        "col2im_nhwc": col2im_nhwc,
+    }
+
+
+def _dense_kernels(jit, reduce_jit):
+    """Dense layers' bias, ReLU and their gradient."""
+    import numpy as np
+
     # Dense layers: bias and ReLU (or nothing) in one pass, and back.
     @jit
     def bias_activation(Z, b, relu):
@@ -368,23 +448,6 @@ def _compile(cache=True):
     return {
         "bias_activation": bias_activation,
         "bias_activation_grad": bias_activation_grad,
-        "max_pool_forward": max_pool_forward,
-        "max_pool_backward": max_pool_backward,
-        "conv_output": conv_output,
-        "conv_output_grad": conv_output_grad,
-        "col2im": col2im,
-        "pad_nhwc": pad_nhwc,
-        "patches_nhwc": patches_nhwc,
-        "col2im_nhwc": col2im_nhwc,
-        "adam_update": adam_update,
-        "sgd_update": sgd_update,
-        "add_scaled": add_scaled,
-        "lstm_gates": lstm_gates,
-        "lstm_output": lstm_output,
-        "lstm_backward_step": lstm_backward_step,
-        "gru_gates": gru_gates,
-        "gru_output": gru_output,
-        "gru_backward_step": gru_backward_step,
     }
 
 
