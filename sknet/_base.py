@@ -27,15 +27,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from sknet._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet._memory import (
     NoRoomForBatch,
+    backend_data,
     check_full_batch_fits,
     out_of_memory_message,
     parse_bytes,
-    plan_placement,
+    place_training_data,
 )
 from sknet._network import Network
 from sknet._optimizers import make_optimizer
 from sknet._training import (
-    BackendData,
     Diverged,
     Trainer,
     TrainingState,
@@ -601,15 +601,11 @@ class BaseNeuralNetwork(BaseEstimator):
         train_rows = None
         if self.early_stopping and validation is None:
             train_rows, val_rows = self._validation_split(Y, rng)
-            validation = (
-                X[val_rows],
-                Y[val_rows],
-                None if sample_weight is None else sample_weight[val_rows],
-            )
+            validation = tuple(None if a is None else a[val_rows] for a in (X, Y, sample_weight))
         n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
         batch_size = used["batch_size"] = resolve_batch_size(self.batch_size, n_train)
         self._optimizer = make_optimizer(self, trainer)
-        placement = used["placement"] = plan_placement(
+        placement, data = place_training_data(
             self,
             trainer,
             self._optimizer,
@@ -618,10 +614,7 @@ class BaseNeuralNetwork(BaseEstimator):
             train_rows=train_rows,
             batch_size=batch_size,
         )
-        self.data_placement_ = placement.kind
-        if self.verbose and placement.kind == "streamed":
-            print(placement.describe(n_train))
-        data = placement.training_data(self, trainer.backend, X, Y, sample_weight)
+        used["placement"] = placement
         state = TrainingState(
             self,
             self.network_,
@@ -653,7 +646,7 @@ class BaseNeuralNetwork(BaseEstimator):
     def _train_lbfgs(self, trainer, X, Y, sample_weight, validation):
         check_full_batch_fits(self, trainer, (X, Y, sample_weight), validation)
         self.data_placement_ = "device"
-        data = self._to_backend(trainer.backend, X, Y, sample_weight)
+        data = backend_data(self, trainer.backend, X, Y, sample_weight)
         state = TrainingState(
             self,
             self.network_,
@@ -670,15 +663,6 @@ class BaseNeuralNetwork(BaseEstimator):
             max_fun=self.max_fun,
             tol=self.tol,
             evaluate=make_evaluator(self, trainer, validation),
-        )
-
-    def _to_backend(self, backend, X, Y, sample_weight):
-        """The data moves to the backend once; batches are gathered there."""
-        dtype = self._np_dtype
-        return BackendData(
-            backend.asarray(X, dtype),
-            backend.asarray(Y, dtype),
-            None if sample_weight is None else backend.asarray(sample_weight, dtype),
         )
 
     def _validation_split(self, Y, rng):

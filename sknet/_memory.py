@@ -474,7 +474,7 @@ class Placement:
         from sknet._training import StreamedData
 
         if self.kind == "device":
-            return est._to_backend(backend, X, Y, w)
+            return backend_data(est, backend, X, Y, w)
         stream = backend.row_stream((X, Y, w), est._np_dtype, self.chunk_rows)
         return StreamedData(X, Y, w, self.chunk_rows, stream)
 
@@ -500,6 +500,33 @@ def device_capacity(est, backend, allocated=0):
             available += allocated
             limit = available if limit is None else min(limit, available)
     return limit
+
+
+def backend_data(est, backend, X, Y, w):
+    """The data moved to the backend once, in the estimator's dtype; batches are gathered there."""
+    from sknet._training import BackendData
+
+    dtype = est._np_dtype
+    return BackendData(
+        backend.asarray(X, dtype),
+        backend.asarray(Y, dtype),
+        None if w is None else backend.asarray(w, dtype),
+    )
+
+
+def place_training_data(est, trainer, optimizer, data, validation, *, train_rows, batch_size):
+    """Decide where a stochastic fit keeps its data and bring them there.
+
+    Records ``est.data_placement_``, prints the plan of a streamed fit under
+    ``verbose``, and returns ``(placement, data as the trainer takes them)``.
+    """
+    placement = plan_placement(
+        est, trainer, optimizer, data, validation, train_rows=train_rows, batch_size=batch_size
+    )
+    est.data_placement_ = placement.kind
+    if est.verbose and placement.kind == "streamed":
+        print(placement.describe(data[0].shape[0] if train_rows is None else len(train_rows)))
+    return placement, placement.training_data(est, trainer.backend, *data)
 
 
 def plan_placement(est, trainer, optimizer, data, validation, *, train_rows, batch_size):

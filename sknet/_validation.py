@@ -17,6 +17,7 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array
 
+from sknet._memory import backend_data
 from sknet.backend import get_array_module, is_device_array
 
 
@@ -134,7 +135,7 @@ def make_evaluator(est, trainer, validation, on_device=True, chunk_rows=None):
         return None
     X_val, Y_val, sw_val = validation
     if on_device:
-        data = est._to_backend(trainer.backend, X_val, Y_val, sw_val)
+        data = backend_data(est, trainer.backend, X_val, Y_val, sw_val)
     else:
         data = (X_val, Y_val, sw_val)
     score = make_scorer(est, X_val, Y_val, sw_val)
