@@ -23,6 +23,27 @@ def _run(layer, X, R):
     return loss, (None if dX is None else backend.to_numpy(dX)), grads
 
 
+def _central_differences(value, base, eps):
+    """The gradient of the scalar ``value(array)`` at ``base`` by central differences."""
+    numeric = np.zeros_like(base)
+    shifted = base.copy()
+    flat, out, at = shifted.reshape(-1), numeric.reshape(-1), base.reshape(-1)
+    for i in range(base.size):
+        flat[i] = at[i] + eps
+        plus = value(shifted)
+        flat[i] = at[i] - eps
+        minus = value(shifted)
+        flat[i] = at[i]
+        out[i] = (plus - minus) / (2 * eps)
+    return numeric
+
+
+def _relative_error(analytic, numeric):
+    """The largest difference relative to the largest entry of either (0 when both are 0)."""
+    scale = max(np.abs(numeric).max(initial=0), np.abs(analytic).max(initial=0))
+    return 0.0 if scale == 0 else float(np.abs(analytic - numeric).max() / scale)
+
+
 def check_layer_gradients(
     layer,
     input_shape,
@@ -88,47 +109,19 @@ def check_layer_gradients(
     R = rng.standard_normal((n_samples,) + tuple(out_shape))
 
     _, dX, grads = _run(built, X, R)
-
-    def numeric(get, set_):
-        base = get().copy()
-        num = np.zeros_like(base)
-        flat = num.reshape(-1)
-        for i in range(base.size):
-            shifted = base.copy()
-            shifted.reshape(-1)[i] += eps
-            set_(shifted)
-            plus = _run(built, *args())[0]
-            shifted.reshape(-1)[i] -= 2 * eps
-            set_(shifted)
-            minus = _run(built, *args())[0]
-            flat[i] = (plus - minus) / (2 * eps)
-        set_(base)
-        return num
-
-    state = {"X": X}
-
-    def args():
-        return state["X"], R
-
-    def rel_error(analytic, numerical):
-        scale = max(np.abs(numerical).max(initial=0), np.abs(analytic).max(initial=0))
-        if scale == 0:
-            return 0.0
-        return float(np.abs(analytic - numerical).max() / scale)
-
     errors = {}
     if dX is not None:
-        num_dX = numeric(lambda: state["X"], lambda v: state.__setitem__("X", v))
-        errors["X"] = rel_error(dX, num_dX)
+        numeric = _central_differences(lambda X_: _run(built, X_, R)[0], X, eps)
+        errors["X"] = _relative_error(dX, numeric)
     for key in built.params:
+        base = backend.to_numpy(built.params[key]).copy()
 
-        def get(key=key):
-            return backend.to_numpy(built.params[key])
-
-        def set_(value, key=key):
+        def at(value, key=key):
             built.params[key] = backend.asarray(value)
+            return _run(built, X, R)[0]
 
-        errors[key] = rel_error(grads[key], numeric(get, set_))
+        errors[key] = _relative_error(grads[key], _central_differences(at, base, eps))
+        built.params[key] = backend.asarray(base)
 
     # NaN counts as the worst error (max() would skip it).
     worst = max(errors, key=lambda k: np.inf if np.isnan(errors[k]) else errors[k], default=None)
@@ -224,14 +217,7 @@ def check_loss_gradients(
         return float(loss(backend.asarray(z), Y_dev, w_dev)[0])
 
     analytic = backend.to_numpy(loss(backend.asarray(Z), Y_dev, w_dev)[1]).copy()
-    numeric = np.zeros_like(Z)
-    for idx in np.ndindex(*Z.shape):
-        plus, minus = Z.copy(), Z.copy()
-        plus[idx] += eps
-        minus[idx] -= eps
-        numeric[idx] = (value(plus) - value(minus)) / (2 * eps)
-    scale = max(np.abs(numeric).max(), np.abs(analytic).max())
-    error = 0.0 if scale == 0 else float(np.abs(analytic - numeric).max() / scale)
+    error = _relative_error(analytic, _central_differences(value, Z, eps))
     if not error <= tol:
         raise AssertionError(
             f"{type(loss).__name__}: the gradient is off by {error:.3g} relative to "
