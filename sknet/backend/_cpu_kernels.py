@@ -42,6 +42,15 @@ def _compile(cache=True):
     return kernels
 
 
+def _named(scope):
+    """A builder's kernels by name: its compiled functions, helpers (``_...``) left out."""
+    return {
+        name: value
+        for name, value in scope.items()
+        if not name.startswith("_") and name not in ("jit", "reduce_jit") and callable(value)
+    }
+
+
 def _update_kernels(jit, reduce_jit):
     """The optimizers' updates, one pass over the flat arrays."""
     import numpy as np
@@ -77,11 +86,7 @@ def _update_kernels(jit, reduce_jit):
         for i in range(y.shape[0]):
             y[i] += alpha * x[i]
 
-    return {
-        "adam_update": adam_update,
-        "sgd_update": sgd_update,
-        "add_scaled": add_scaled,
-    }
+    return _named(locals())
 
 
 def _lstm_kernels(jit, reduce_jit):
@@ -139,11 +144,7 @@ def _lstm_kernels(jit, reduce_jit):
                 dz[n, 3 * H + j] = dct * i * (one - gg * gg)
                 dc[n, j] = dct * f
 
-    return {
-        "lstm_gates": lstm_gates,
-        "lstm_output": lstm_output,
-        "lstm_backward_step": lstm_backward_step,
-    }
+    return _named(locals())
 
 
 def _gru_kernels(jit, reduce_jit):
@@ -200,11 +201,7 @@ def _gru_kernels(jit, reduce_jit):
                 dhu[n, 2 * H + j] = dan * r
                 dh_prev[n, j] = d * z
 
-    return {
-        "gru_gates": gru_gates,
-        "gru_output": gru_output,
-        "gru_backward_step": gru_backward_step,
-    }
+    return _named(locals())
 
 
 def _pooling_kernels(jit, reduce_jit):
@@ -278,10 +275,7 @@ def _pooling_kernels(jit, reduce_jit):
                     for x in range(OW):
                         plane[arg[y, x]] += grad[y, x]
 
-    return {
-        "max_pool_forward": max_pool_forward,
-        "max_pool_backward": max_pool_backward,
-    }
+    return _named(locals())
 
 
 def _conv_epilogue_kernels(jit, reduce_jit):
@@ -321,7 +315,7 @@ def _conv_epilogue_kernels(jit, reduce_jit):
         for f in range(F):
             db[f] = sums[f]
 
-    return {"conv_output": conv_output, "conv_output_grad": conv_output_grad}
+    return _named(locals())
 
 
 def _patch_kernels(jit, reduce_jit):
@@ -408,12 +402,7 @@ def _patch_kernels(jit, reduce_jit):
                     for x in range(W):
                         img[c, y, x] = acc[y + ph, x + pw, c]
 
-    return {
-        "col2im": col2im,
-        "pad_nhwc": pad_nhwc,
-        "patches_nhwc": patches_nhwc,
-        "col2im_nhwc": col2im_nhwc,
-    }
+    return _named(locals())
 
 
 def _dense_kernels(jit, reduce_jit):
@@ -445,10 +434,7 @@ def _dense_kernels(jit, reduce_jit):
         for j in range(F):
             db[j] = sums[j]
 
-    return {
-        "bias_activation": bias_activation,
-        "bias_activation_grad": bias_activation_grad,
-    }
+    return _named(locals())
 
 
 if os.environ.get("SKNET_NUMBA", "1") != "0":
