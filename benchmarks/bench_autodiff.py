@@ -32,9 +32,9 @@ except ImportError:  # run as `python benchmarks/bench_autodiff.py` from a check
 
 from sknet import ConvNetClassifier
 from sknet import autodiff as ad
-from sknet._init import initial_weights
 from sknet.datasets import load_mnist
 from sknet.layers import Dense, Flatten, Layer
+from sknet.layers._init import initial_weights
 
 
 class ForwardDense(Layer):

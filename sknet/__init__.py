@@ -1,15 +1,18 @@
 """sknet: scikit-learn neural-network estimators on NumPy and CuPy."""
 
-__version__ = "0.1.0"
-
-from sknet import callbacks, layers, losses  # noqa: E402
-from sknet._convnet import ConvNetClassifier  # noqa: E402
-from sknet._features import FeatureExtractor  # noqa: E402
-from sknet._init import SklearnGlorotUniform  # noqa: E402
-from sknet._mlp import MLPClassifier, MLPRegressor  # noqa: E402
-from sknet._network import Network  # noqa: E402
-from sknet._optimizers import SGD, Adam  # noqa: E402
-from sknet._rnn import RNNClassifier, RNNRegressor  # noqa: E402
+from sknet import _legacy, callbacks, layers, losses
+from sknet._version import __version__
+from sknet.engine._network import Network
+from sknet.engine._optimizers import SGD, Adam
+from sknet.estimators import (
+    ConvNetClassifier,
+    FeatureExtractor,
+    MLPClassifier,
+    MLPRegressor,
+    RNNClassifier,
+    RNNRegressor,
+)
+from sknet.layers._init import SklearnGlorotUniform
 
 
 def _trusted_types():
@@ -40,12 +43,14 @@ def _trusted_types():
         for cls in map(lambda name: getattr(callbacks, name), callbacks.__all__)
         if issubclass(cls, callbacks.Callback) and cls is not callbacks.Callback
     ]
-    return sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
+    names = [f"{cls.__module__}.{cls.__qualname__}" for cls in classes]
+    return sorted(names + _legacy.old_names(names))  # files saved by earlier versions
 
 
 #: Every type an sknet model can hold, for ``skops.io.load(file, trusted=TRUSTED_TYPES)``.
 #: Models with custom layers or callbacks also need those types' names.
 TRUSTED_TYPES = _trusted_types()
+_legacy.install()
 
 __all__ = [
     "ConvNetClassifier",

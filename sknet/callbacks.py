@@ -3,7 +3,7 @@
 Give a list to any estimator's ``callbacks`` parameter. ``fit`` works on
 copies (``callbacks_``), so the objects you pass are never modified and clone
 with the estimator. Each hook receives a
-:class:`~sknet._training.TrainingState` first: the estimator
+:class:`~sknet.engine._trainer.TrainingState` first: the estimator
 (``state.estimator``), the network, the optimizer, the epoch, the history and
 the weights, through public attributes; attributes it lacks are looked up on
 the estimator, so ``state.classes_`` works. ``on_epoch_end`` also receives
@@ -33,7 +33,7 @@ import joblib
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from sknet._training import BestWeights, TrainingState
+from sknet.engine._trainer import BestWeights, TrainingState
 
 __all__ = [
     "Callback",

@@ -14,7 +14,7 @@ is not part of the exported graph.
 
 from sklearn.utils.validation import check_is_fitted
 
-from sknet._mlp import MLPClassifier, MLPRegressor
+from sknet.estimators._mlp import MLPClassifier, MLPRegressor
 
 __all__ = ["SUPPORTED_ACTIVATIONS", "register_onnx_converters", "to_onnx"]
 

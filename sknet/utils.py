@@ -4,8 +4,8 @@ import copy
 
 import numpy as np
 
-from sknet._memory import MemoryEstimate, estimate_memory
 from sknet.backend import get_backend
+from sknet.engine._memory import MemoryEstimate, estimate_memory
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
 

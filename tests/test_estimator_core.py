@@ -18,9 +18,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 import sknet
-import sknet._init
-import sknet._network
-import sknet._training
+import sknet.engine._network
+import sknet.engine._trainer
+import sknet.layers._init
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
 from sknet.backend import get_backend
 from sknet.callbacks import (
@@ -218,7 +218,7 @@ def test_fresh_fits_with_the_same_random_state_repeat_themselves(data):
 def test_keyboard_interrupt_during_lbfgs_first_fit_keeps_a_complete_model(data, monkeypatch):
     X, _, y, _ = data
     calls = {"n": 0}
-    original = sknet._training.Trainer.loss_and_gradients
+    original = sknet.engine._trainer.Trainer.loss_and_gradients
 
     def interrupted(self, *args, **kwargs):
         calls["n"] += 1
@@ -226,7 +226,7 @@ def test_keyboard_interrupt_during_lbfgs_first_fit_keeps_a_complete_model(data, 
             raise KeyboardInterrupt
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(sknet._training.Trainer, "loss_and_gradients", interrupted)
+    monkeypatch.setattr(sknet.engine._trainer.Trainer, "loss_and_gradients", interrupted)
     clf = mlp(solver="lbfgs", max_iter=50)
     with pytest.warns(UserWarning, match="Training interrupted by user"):
         clf.fit(X, y)
@@ -242,7 +242,7 @@ def _raise_keyboard_interrupt(*args, **kwargs):
 
 
 @pytest.mark.parametrize(
-    "target", [(sknet._network.Network, "build"), (MLPClassifier, "_validation_split")]
+    "target", [(sknet.engine._network.Network, "build"), (MLPClassifier, "_validation_split")]
 )
 def test_keyboard_interrupt_outside_epochs_leaves_first_fit_unfitted(data, monkeypatch, target):
     X, _, y, _ = data
@@ -256,7 +256,7 @@ def test_keyboard_interrupt_outside_epochs_leaves_first_fit_unfitted(data, monke
 
 
 @pytest.mark.parametrize(
-    "target", [(sknet._network.Network, "build"), (MLPClassifier, "_validation_split")]
+    "target", [(sknet.engine._network.Network, "build"), (MLPClassifier, "_validation_split")]
 )
 def test_keyboard_interrupt_outside_epochs_keeps_previous_model(data, monkeypatch, target):
     X, _, y, _ = data
@@ -326,7 +326,7 @@ def test_user_early_stopping_callback_wins_over_builtin_early_stopping(data, par
 def test_best_weights_save_restore_clear(data):
     X, _, y, _ = data
     network = mlp().fit(X, y).network_
-    best = sknet._training.BestWeights()
+    best = sknet.engine._trainer.BestWeights()
     assert best.restore(network) is False  # nothing saved
     best.save(network, 3)
     assert best.epoch == 3
@@ -352,7 +352,7 @@ def test_terminate_on_nan_and_early_stopping_share_best_weights(data, monkeypatc
     X, X_val, y, y_val = data
     created = []
 
-    class CountingBestWeights(sknet._training.BestWeights):
+    class CountingBestWeights(sknet.engine._trainer.BestWeights):
         def __init__(self):
             super().__init__()
             self.saves = 0
@@ -451,7 +451,7 @@ def _scale_layer_from_docstring():
 
 
 def _local_initializer(rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
-    W, b = sknet._init.he_uniform(rng, weight_shape, n_biases, fan_in, fan_out, activation)
+    W, b = sknet.layers._init.he_uniform(rng, weight_shape, n_biases, fan_in, fan_out, activation)
     return W, b
 
 

@@ -21,9 +21,9 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
-from sknet._memory import PARTS, format_bytes, parse_bytes
 from sknet.backend import get_backend
 from sknet.backend._base import RowStream
+from sknet.engine._memory import PARTS, format_bytes, parse_bytes
 from sknet.layers import Conv2D, Dense, Flatten, MaxPool2D
 from sknet.utils import MemoryEstimate, estimate_memory
 from tests.conftest import needs_gpu

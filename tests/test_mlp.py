@@ -18,7 +18,7 @@ from sklearn.preprocessing import StandardScaler
 
 import sknet.backend._numpy as numpy_backend_module
 from sknet import MLPClassifier, MLPRegressor
-from sknet._training import Trainer
+from sknet.engine._trainer import Trainer
 from sknet.layers import Dense, Dropout
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -296,7 +296,7 @@ def test_early_stopping_restores_the_best_weights(digits):
 
 def test_early_stopping_split_is_stratified(monkeypatch, digits):
     X, y = digits
-    import sknet._validation as base
+    import sknet.engine._validation as base
 
     seen = {}
     original = base.train_test_split

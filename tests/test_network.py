@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 
-import sknet._network
-from sknet._network import Network
+import sknet.engine._network
 from sknet.backend import get_backend
+from sknet.engine._network import Network
 from sknet.layers import (
     BatchNorm,
     Conv2D,
@@ -177,7 +177,7 @@ def test_predict_in_chunks_matches_one_forward(backend, monkeypatch):
     network = build([Dense(8, "tanh"), Dense(3)], (5,), backend)
     X = rows(200, 5)
     whole = host(backend, network.forward(backend.asarray(X), training=False))
-    monkeypatch.setattr(sknet._network, "_PREDICT_CHUNK_BYTES", 1)
+    monkeypatch.setattr(sknet.engine._network, "_PREDICT_CHUNK_BYTES", 1)
     assert network.predict_chunk_rows() == 64  # the smallest chunk: 4 chunks here
     calls = []
 

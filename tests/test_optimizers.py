@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.exceptions import ConvergenceWarning
 
-from sknet._optimizers import SGD, Adam, minimize_lbfgs
+from sknet.engine._optimizers import SGD, Adam, minimize_lbfgs
 
 
 def arrays(backend, *values):

@@ -14,7 +14,7 @@ from sklearn.datasets import make_regression
 import sknet
 import sknet.backend as backend_module
 from sknet import MLPClassifier, MLPRegressor
-from sknet._base import SknetVersionWarning
+from sknet.estimators._base import SknetVersionWarning
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -97,7 +97,7 @@ def test_training_continues_after_loading(fitted, digits):
 
 def test_loading_under_another_version_warns(fitted, monkeypatch):
     payload = pickle.dumps(fitted)
-    monkeypatch.setattr(sknet, "__version__", "99.0")
+    monkeypatch.setattr(sknet._version, "__version__", "99.0")
     with pytest.warns(SknetVersionWarning, match="saved with sknet 0.1.0 and is loaded with"):
         pickle.loads(payload)
 

@@ -1,4 +1,4 @@
-"""Batches split into row shards over CPU threads (sknet._sharding).
+"""Batches split into row shards over CPU threads (sknet.engine._sharding).
 
 The suite runs with one BLAS thread, where nothing is split; these tests
 pretend the BLAS may use more (``cpu_threads``) and check that a split batch
@@ -12,7 +12,7 @@ import pytest
 from sklearn.datasets import make_classification, make_regression
 from threadpoolctl import threadpool_info
 
-import sknet._sharding as sharding
+import sknet.engine._sharding as sharding
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
 from sknet.callbacks import Callback
 from sknet.layers import (

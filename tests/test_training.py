@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sknet._network import Network
-from sknet._optimizers import SGD, Adam
-from sknet._training import BackendData, BestWeights, Diverged, Trainer, TrainingState
 from sknet.callbacks import Callback
+from sknet.engine._network import Network
+from sknet.engine._optimizers import SGD, Adam
+from sknet.engine._trainer import BackendData, BestWeights, Diverged, Trainer, TrainingState
 from sknet.layers import BatchNorm, Dense
 from sknet.losses import make_loss
 

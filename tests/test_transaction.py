@@ -5,8 +5,8 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sknet import MLPClassifier
-from sknet._training import Trainer
-from sknet._transaction import FitTransaction
+from sknet.engine._trainer import Trainer
+from sknet.engine._transaction import FitTransaction
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

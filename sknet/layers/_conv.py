@@ -2,11 +2,11 @@
 
 from numbers import Integral
 
-from sknet._init import initial_weights
 from sknet.backend import activation_needs_input
 from sknet.backend._base import conv_outsize
 from sknet.layers._base import Layer
 from sknet.layers._dense import _check_activation
+from sknet.layers._init import initial_weights
 
 
 def pair(value, name):

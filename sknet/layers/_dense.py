@@ -2,9 +2,9 @@
 
 from numbers import Integral
 
-from sknet._init import initial_weights
 from sknet.backend import ACTIVATIONS, activation_needs_input
 from sknet.layers._base import Layer
+from sknet.layers._init import initial_weights
 
 
 def _check_activation(activation):

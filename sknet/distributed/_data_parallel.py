@@ -29,7 +29,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from sknet._training import StopTraining, batches_run_by
+from sknet.engine._trainer import StopTraining, batches_run_by
 
 __all__ = ["DataParallel", "WorkerLostError"]
 
@@ -415,7 +415,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
 
 
 def _check_sknet_estimator(estimator):
-    from sknet._base import BaseNeuralNetwork
+    from sknet.estimators._base import BaseNeuralNetwork
 
     if not isinstance(estimator, BaseNeuralNetwork):
         raise TypeError(
@@ -880,9 +880,9 @@ class _Replica:
     """One shard's network, trainer and optimizer, on a worker's device."""
 
     def __init__(self, shard, template, index):
-        from sknet._optimizers import make_optimizer
-        from sknet._training import BackendData, Trainer
         from sknet.backend import get_backend
+        from sknet.engine._optimizers import make_optimizer
+        from sknet.engine._trainer import BackendData, Trainer
 
         backend = get_backend(template.device)
         self.backend = backend

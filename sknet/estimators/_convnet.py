@@ -7,7 +7,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from sknet._base import (
+from sknet.backend import ACTIVATIONS, is_device_array
+from sknet.estimators._base import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
@@ -15,9 +16,8 @@ from sknet._base import (
     BaseNeuralNetwork,
     fill_doc,
 )
-from sknet._classifier import NetworkClassifierMixin
-from sknet._layer_list import LayerListMixin, positive_ints
-from sknet.backend import ACTIVATIONS, is_device_array
+from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._layer_list import LayerListMixin, positive_ints
 from sknet.layers import (
     Activation,
     BatchNorm,

@@ -5,7 +5,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from sknet._base import (
+from sknet.backend import ACTIVATIONS
+from sknet.estimators._base import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
@@ -14,11 +15,10 @@ from sknet._base import (
     BaseNeuralNetwork,
     fill_doc,
 )
-from sknet._classifier import NetworkClassifierMixin
-from sknet._init import SklearnGlorotUniform
-from sknet._regressor import NetworkRegressorMixin
-from sknet.backend import ACTIVATIONS
+from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._regressor import NetworkRegressorMixin
 from sknet.layers import Dense, Dropout
+from sknet.layers._init import SklearnGlorotUniform
 
 _MLP_PARAMETERS_DOC = """
     hidden_layer_sizes : array-like of shape (n_layers - 2,), default=(100,)

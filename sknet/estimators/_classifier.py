@@ -1,6 +1,6 @@
 """What every sknet classifier shares: labels in, labels out, probabilities.
 
-:class:`NetworkClassifierMixin` turns a :class:`~sknet._base.BaseNeuralNetwork`
+:class:`NetworkClassifierMixin` turns a :class:`~sknet.estimators._base.BaseNeuralNetwork`
 into a classifier with scikit-learn's MLP rules: a ``LabelBinarizer`` encodes
 ``y`` (softmax outputs for multiclass, logistic for binary and multilabel),
 ``predict`` returns labels of the type given, ``partial_fit`` takes

@@ -2,10 +2,10 @@
 
 The estimator validates parameters and data on the host (scikit-learn's
 rules and messages), resolves the backend, builds its network on the first
-fit (:mod:`sknet._network`), moves the data there once and hands it to the
-trainer (:mod:`sknet._training`), with scikit-learn's convergence rules as a
-built-in callback (:mod:`sknet._convergence`), all inside a fit transaction
-(:mod:`sknet._transaction`) so a failed or interrupted fit leaves the
+fit (:mod:`sknet.engine._network`), moves the data there once and hands it to the
+trainer (:mod:`sknet.engine._trainer`), with scikit-learn's convergence rules as a
+built-in callback (:mod:`sknet.engine._convergence`), all inside a fit transaction
+(:mod:`sknet.engine._transaction`) so a failed or interrupted fit leaves the
 previous model. What stays here: parameters, input and target validation,
 the warm-start contract, fitted attributes, prediction and persistence.
 Subclasses say which layers to build, how targets are encoded and how a
@@ -24,8 +24,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from sknet._convergence import ScikitLearnConvergence, ScikitLearnLog
-from sknet._memory import (
+from sknet import _version
+from sknet.backend import get_backend, is_device_array
+from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
+from sknet.engine._memory import (
     NoRoomForBatch,
     backend_data,
     check_full_batch_fits,
@@ -33,25 +35,24 @@ from sknet._memory import (
     parse_bytes,
     place_training_data,
 )
-from sknet._network import Network
-from sknet._optimizers import make_optimizer
-from sknet._training import (
+from sknet.engine._network import Network
+from sknet.engine._optimizers import make_optimizer
+from sknet.engine._trainer import (
     Diverged,
     Trainer,
     TrainingState,
     copy_callbacks,
     resolve_batch_size,
 )
-from sknet._transaction import FitTransaction
-from sknet._validation import (
+from sknet.engine._transaction import FitTransaction
+from sknet.engine._validation import (
     check_device_X,
     check_sample_weight,
     make_evaluator,
     validation_set,
     validation_split,
 )
-from sknet._warm_start import check_same_network, network_signature
-from sknet.backend import get_backend, is_device_array
+from sknet.engine._warm_start import check_same_network, network_signature
 
 _STOCHASTIC_SOLVERS = ("sgd", "adam")
 
@@ -682,20 +683,16 @@ class BaseNeuralNetwork(BaseEstimator):
 
     # -- persistence ------------------------------------------------------------------
     def __getstate__(self):
-        from sknet import __version__
-
         state = dict(super().__getstate__())
-        state["_sknet_version"] = __version__
+        state["_sknet_version"] = _version.__version__
         return state
 
     def __setstate__(self, state):
-        from sknet import __version__
-
-        version = state.pop("_sknet_version", None)
-        if version is not None and version != __version__:
+        version, current = state.pop("_sknet_version", None), _version.__version__
+        if version is not None and version != current:
             warnings.warn(
                 f"This {type(self).__name__} was saved with sknet {version} and is "
-                f"loaded with sknet {__version__}; it may not work as before. "
+                f"loaded with sknet {current}; it may not work as before. "
                 "Refit it with this version to be sure.",
                 SknetVersionWarning,
             )

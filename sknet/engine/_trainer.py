@@ -1,6 +1,6 @@
 """The trainer: epochs (or a given number of batches) over data on a backend.
 
-A :class:`Trainer` trains a :class:`~sknet._network.Network` with a loss:
+A :class:`Trainer` trains a :class:`~sknet.engine._network.Network` with a loss:
 it lays all parameters and gradients out in two flat arrays, runs batches of
 forward, loss, backward, L2 penalty, gradient clipping and optimizer step
 without reading anything back, and reads the loss once per epoch. The same
@@ -23,7 +23,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from sknet._sharding import RowShards, plan_shards
+from sknet.engine._sharding import RowShards, plan_shards
 
 #: Training data already on the backend: X, 2-D float targets Y, weights w or None.
 BackendData = namedtuple("BackendData", "X Y w")
@@ -327,7 +327,7 @@ class Trainer:
     def split_batches(self, batch_rows):
         """Within the block, batches of about ``batch_rows`` rows may run split over threads.
 
-        See :mod:`sknet._sharding`: on the CPU, with BLAS threads to spare
+        See :mod:`sknet.engine._sharding`: on the CPU, with BLAS threads to spare
         and row-independent layers, each batch's rows are shared out among
         copies of the network, one per thread, while the BLAS runs
         single-threaded; otherwise the block changes nothing.
@@ -600,7 +600,7 @@ class Trainer:
         Each iteration is an epoch for the callbacks. Ctrl-C keeps the last
         completed iteration (the initial weights if none completed).
         """
-        from sknet._optimizers import minimize_lbfgs
+        from sknet.engine._optimizers import minimize_lbfgs
 
         self._start(state)
         backend, dtype = self.backend, self.network.dtype

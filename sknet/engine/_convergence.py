@@ -24,8 +24,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from sknet._training import BestWeights
 from sknet.callbacks import Callback
+from sknet.engine._trainer import BestWeights
 
 
 class ScikitLearnLog(Callback):

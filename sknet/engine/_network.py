@@ -5,8 +5,8 @@ backend they live on and the per-sample input shape the first layer takes. It
 runs them: ``forward``/``backward`` over a batch, ``predict`` over any number
 of rows in chunks sized from the layers, and moves or casts all its arrays at
 once (``to_backend``, ``astype``). It knows nothing about losses, optimizers
-or scikit-learn; the trainer (:mod:`sknet._training`) and the estimators
-(:mod:`sknet._base`) use it.
+or scikit-learn; the trainer (:mod:`sknet.engine._trainer`) and the estimators
+(:mod:`sknet.estimators._base`) use it.
 
 What the network needs from a layer is the :class:`~sknet.layers.Layer`
 contract: ``build`` returns the per-sample output shape (the network records

@@ -355,8 +355,8 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     >>> estimate.total == sum(estimate.values())
     True
     """
-    from sknet._optimizers import make_optimizer
-    from sknet._training import Trainer, resolve_batch_size
+    from sknet.engine._optimizers import make_optimizer
+    from sknet.engine._trainer import Trainer, resolve_batch_size
 
     n_rows = _num_samples(X)
     if y is None:
@@ -471,7 +471,7 @@ class Placement:
 
     def training_data(self, est, backend, X, Y, w):
         """The data as the trainer takes them: on the backend, or streamed from the host."""
-        from sknet._training import StreamedData
+        from sknet.engine._trainer import StreamedData
 
         if self.kind == "device":
             return backend_data(est, backend, X, Y, w)
@@ -504,7 +504,7 @@ def device_capacity(est, backend, allocated=0):
 
 def backend_data(est, backend, X, Y, w):
     """The data moved to the backend once, in the estimator's dtype; batches are gathered there."""
-    from sknet._training import BackendData
+    from sknet.engine._trainer import BackendData
 
     dtype = est._np_dtype
     return BackendData(

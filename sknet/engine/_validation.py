@@ -17,8 +17,8 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array
 
-from sknet._memory import backend_data
 from sknet.backend import get_array_module, is_device_array
+from sknet.engine._memory import backend_data
 
 
 def check_sample_weight(sample_weight, n_samples, dtype):

@@ -6,7 +6,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from sknet._base import (
+from sknet.backend import ACTIVATIONS, is_device_array
+from sknet.estimators._base import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
@@ -15,10 +16,9 @@ from sknet._base import (
     BaseNeuralNetwork,
     fill_doc,
 )
-from sknet._classifier import NetworkClassifierMixin
-from sknet._layer_list import LayerListMixin, positive_ints
-from sknet._regressor import NetworkRegressorMixin
-from sknet.backend import ACTIVATIONS, is_device_array
+from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._layer_list import LayerListMixin, positive_ints
+from sknet.estimators._regressor import NetworkRegressorMixin
 from sknet.layers import GRU, LSTM, Dense, Dropout, Embedding, Flatten, SimpleRNN
 
 CELLS = {"lstm": LSTM, "gru": GRU, "rnn": SimpleRNN}

@@ -1,0 +1,27 @@
+"""The scikit-learn faces: sknet's estimators.
+
+What it holds: :class:`~sknet.estimators._base.BaseNeuralNetwork` (parameters,
+input and target validation, the fit transaction, prediction, persistence),
+the classifier and regressor faces, the estimators for any layer stack
+(:class:`NeuralNetClassifier`, :class:`NeuralNetRegressor`), their presets
+(MLP, ConvNet, RNN: parameters turned into a layer list) and
+:class:`FeatureExtractor`.
+
+What it may import: :mod:`sknet.engine` (training), :mod:`sknet.layers`,
+:mod:`sknet.losses`, :mod:`sknet.backend`; never :mod:`sknet.distributed`
+or the user-facing modules around a fit.
+"""
+
+from sknet.estimators._convnet import ConvNetClassifier
+from sknet.estimators._features import FeatureExtractor
+from sknet.estimators._mlp import MLPClassifier, MLPRegressor
+from sknet.estimators._rnn import RNNClassifier, RNNRegressor
+
+__all__ = [
+    "ConvNetClassifier",
+    "FeatureExtractor",
+    "MLPClassifier",
+    "MLPRegressor",
+    "RNNClassifier",
+    "RNNRegressor",
+]
