@@ -1,7 +1,7 @@
 """Behaviour tests for frozen layers (``trainable=False``) and per-layer learning
-rates (``lr_scale``): sknet/layers/_base.py, sknet/_network.py (trainable_layers,
-prepare_training, backward), sknet/_training.py (Trainer._lay_out_parameters),
-sknet/_optimizers.py (rebind, _scaled), sknet/_base.py (_make_optimizer,
+rates (``lr_scale``): sknet/layers/_base.py, sknet/engine/_network.py (trainable_layers,
+prepare_training, backward), sknet/engine/_trainer.py (Trainer._lay_out_parameters),
+sknet/engine/_optimizers.py (rebind, _scaled), sknet/estimators/_base.py (_make_optimizer,
 _canonical) and the frozen BatchNorm of sknet/layers/_normalization.py."""
 
 import numpy as np

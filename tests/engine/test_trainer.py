@@ -1,4 +1,4 @@
-"""Tests for sknet/_training.py: the flat parameter layout, batches, epochs and callbacks."""
+"""Tests for sknet/engine/_trainer.py: the flat parameter layout, batches, epochs and callbacks."""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Behaviour tests for sknet/_rnn.py."""
+"""Behaviour tests for sknet/estimators/_rnn.py."""
 
 import os
 import pickle

@@ -1,4 +1,4 @@
-"""Tests for sknet/_transaction.py: a fit either completes or leaves the previous model."""
+"""Tests for sknet/engine/_transaction.py: a fit either completes or leaves the previous model."""
 
 import numpy as np
 import pytest

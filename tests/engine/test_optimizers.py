@@ -1,4 +1,4 @@
-"""Tests for sknet/_optimizers.py: updates checked against hand-computed values."""
+"""Tests for sknet/engine/_optimizers.py: updates checked against hand-computed values."""
 
 import pickle
 

@@ -1,4 +1,4 @@
-"""Behaviour tests for sknet/_convnet.py."""
+"""Behaviour tests for sknet/estimators/_convnet.py."""
 
 import pickle
 

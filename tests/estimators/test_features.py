@@ -1,4 +1,4 @@
-"""Tests for sknet/_features.py (FeatureExtractor) and sknet models inside
+"""Tests for sknet/estimators/_features.py (FeatureExtractor) and sknet models inside
 scikit-learn's ensembles (VotingClassifier, StackingClassifier)."""
 
 import pickle
