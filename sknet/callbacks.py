@@ -3,7 +3,7 @@
 Give a list to any estimator's ``callbacks`` parameter. ``fit`` works on
 copies (``callbacks_``), so the objects you pass are never modified and clone
 with the estimator. Each hook receives a
-:class:`~sknet.engine._trainer.TrainingState` first: the estimator
+:class:`~sknet.callbacks.TrainingState` first: the estimator
 (``state.estimator``), the network, the optimizer, the epoch, the history and
 the weights, through public attributes; attributes it lacks are looked up on
 the estimator, so ``state.classes_`` works. ``on_epoch_end`` also receives
@@ -31,9 +31,8 @@ import warnings
 
 import joblib
 import numpy as np
-from sklearn.base import BaseEstimator
 
-from sknet.engine._trainer import BestWeights, TrainingState
+from sknet.engine._callbacks import BestWeights, Callback, TrainingState
 
 __all__ = [
     "Callback",
@@ -46,58 +45,6 @@ __all__ = [
     "TrainingState",
     "Unfreeze",
 ]
-
-
-class Callback(BaseEstimator):
-    """Base class of callbacks: every hook is a no-op.
-
-    Subclasses store their configuration in ``__init__`` (like an estimator,
-    so they clone) and keep run-time state in attributes starting with ``_``,
-    which are not pickled.
-
-    A callback that adds keys to the epoch's ``logs`` names them in
-    ``provides``, so that callbacks after it may monitor them.
-
-    Examples
-    --------
-    >>> from sknet.callbacks import Callback
-    >>> class PrintLoss(Callback):
-    ...     def on_epoch_end(self, state, epoch, logs):
-    ...         print(f"epoch {epoch}: {logs['train_loss']:.3f}")
-    """
-
-    #: history keys this callback adds to ``logs`` in ``on_epoch_end``
-    provides = ()
-
-    def on_train_begin(self, state):
-        """Called once before the first epoch of a call to fit.
-
-        Check here that what the callback needs exists (raise a ValueError
-        naming it otherwise): see :meth:`TrainingState.check_monitor`.
-        """
-
-    def on_epoch_begin(self, state, epoch):
-        """Called before each epoch (numbered from 1 across warm starts)."""
-
-    def on_batch_end(self, state, batch, size):
-        """Called after each mini-batch update with its index and size."""
-
-    def on_epoch_end(self, state, epoch, logs):
-        """Called after each epoch with its history row; return True to stop."""
-
-    def on_train_end(self, state):
-        """Called once when training ends, however it ends."""
-
-    def on_nan(self, state, epoch):
-        """Called when the epoch's loss is not finite; return True if handled.
-
-        Unhandled, a non-finite loss stops training with a ValueError.
-        """
-        return False
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        return {k: v for k, v in state.items() if not k.startswith("_") or k == "_sklearn_version"}
 
 
 def _improved(value, best, mode, min_delta):

@@ -29,7 +29,8 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.engine._trainer import StopTraining, batches_run_by
+from sknet.engine._trainer import batches_run_by
+from sknet.engine._types import StopTraining
 
 __all__ = ["DataParallel", "WorkerLostError"]
 
@@ -776,7 +777,7 @@ class _Driver:
             if len(states) > 1
             else states[0]["params"]
         )
-        trainer.flat_params[...] = backend.asarray(mean)
+        trainer.parameters.flat_params[...] = backend.asarray(mean)
         for i, target in enumerate(_layer_states(trainer.network)):
             target[...] = backend.asarray(_mean([s["layer_states"][i] for s in states], weights))
         arrays = {
@@ -846,8 +847,8 @@ def _driver_state(trainer, optimizer):
     """What every replica starts a period from, as NumPy arrays."""
     backend = trainer.backend
     arrays, scalars = optimizer.snapshot()
-    return {
-        "params": np.array(backend.to_numpy(trainer.flat_params)),  # copies: no live views
+    return {  # copies: no live views
+        "params": np.array(backend.to_numpy(trainer.parameters.flat_params)),
         "layer_states": [np.array(backend.to_numpy(s)) for s in _layer_states(trainer.network)],
         "optimizer": (
             {name: [backend.to_numpy(a) for a in values] for name, values in arrays.items()},
@@ -882,7 +883,8 @@ class _Replica:
     def __init__(self, shard, template, index):
         from sknet.backend import get_backend
         from sknet.engine._optimizers import make_optimizer
-        from sknet.engine._trainer import BackendData, Trainer
+        from sknet.engine._trainer import Trainer
+        from sknet.engine._types import BackendData
 
         backend = get_backend(template.device)
         self.backend = backend
@@ -914,7 +916,7 @@ class _Replica:
             for (_, layer), (trainable, lr_scale) in zip(network.leaves(), state["flags"]):
                 layer.trainable, layer.lr_scale = trainable, lr_scale
             trainer.relayout(self.optimizer)
-        trainer.flat_params[...] = backend.asarray(state["params"])
+        trainer.parameters.flat_params[...] = backend.asarray(state["params"])
         for target, value in zip(_layer_states(network), state["layer_states"]):
             target[...] = backend.asarray(value)
         self.optimizer.restore(state["optimizer"])

@@ -24,8 +24,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from sknet.callbacks import Callback
-from sknet.engine._trainer import BestWeights
+from sknet.engine._callbacks import BestWeights, Callback
 
 
 class ScikitLearnLog(Callback):

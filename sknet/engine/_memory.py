@@ -1,4 +1,4 @@
-"""What a fit needs in device memory, and where its training data go.
+"""What a fit needs in device memory, by part.
 
 :func:`estimate_memory` (public as :func:`sknet.utils.estimate_memory`) adds
 up the bytes of a fit by part: the data, the parameters, their gradients,
@@ -10,10 +10,8 @@ measured: a copy of the network runs forward and backward on two small
 batches on the host under :mod:`tracemalloc`, and the growth per row is
 carried to the batch size. That holds for any layer, a user's too.
 
-:func:`plan_placement` makes the decision ``fit`` and ``partial_fit`` act
-on: the data stay on the device when everything fits in the memory that is
-free there (or in ``max_device_memory``), else they stay on the host and are
-streamed in chunks of many batches (:class:`~sknet.backend._base.RowStream`).
+:mod:`~sknet.engine._placement` plans with the same numbers where ``fit``
+and ``partial_fit`` keep their data.
 """
 
 import contextlib
@@ -21,7 +19,6 @@ import copy
 import re
 import tracemalloc
 from collections.abc import Mapping
-from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
@@ -31,17 +28,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _num_samples
 
 from sknet.backend import Backend, get_backend
+from sknet.engine._optimizers import make_optimizer
+from sknet.engine._trainer import Trainer, resolve_batch_size
 
 #: The parts of an estimate, in the order they are shown.
 PARTS = ("data", "parameters", "gradients", "optimizer_state", "activations", "workspace")
 
 # Rows of the two probe batches (fewer when the data have fewer rows).
-_PROBE_ROWS = (16, 48)
-# One chunk buffer holds at most this many bytes: the first chunk of an epoch is
-# copied before any computation can hide it, so chunks stay moderate.
-_MAX_CHUNK_BYTES = 256 << 20
-# Share of the measured activations and workspace kept free beyond the estimate.
-_MARGIN = 0.25
+PROBE_ROWS = (16, 48)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 
 
@@ -189,7 +183,7 @@ def activation_profile(network, loss, X, Y, backend):
     """
     probe = _probe_backend(backend)
     n_rows = X.shape[0]
-    small, large = min(_PROBE_ROWS[0], max(n_rows // 2, 1)), min(_PROBE_ROWS[1], n_rows)
+    small, large = min(PROBE_ROWS[0], max(n_rows // 2, 1)), min(PROBE_ROWS[1], n_rows)
     sizes = (small, large)
     _run_probe(network, loss, X, Y, [small], probe, True)  # compiles, fills caches
     (kept1, peak1), *_ = _run_probe(network, loss, X, Y, [small], probe, True)
@@ -204,7 +198,7 @@ def activation_profile(network, loss, X, Y, backend):
     }
 
 
-def _at(line, rows):
+def at_rows(line, rows):
     fixed, per_row = line
     return fixed + per_row * rows
 
@@ -224,7 +218,7 @@ def model_bytes(trainer, optimizer, *, keeps_best, lbfgs=False):
         state += int(optimizer._tmp.nbytes)
     elif lbfgs and not trainer.backend.separate_memory:
         # SciPy's L-BFGS on the host: 10 pairs of float64 vectors and a few more.
-        state = 25 * int(trainer.flat_params.size) * 8
+        state = 25 * int(trainer.parameters.flat_params.size) * 8
     return {
         "parameters": weights * (2 if keeps_best else 1),  # early stopping keeps a copy
         "gradients": grads,
@@ -232,7 +226,7 @@ def model_bytes(trainer, optimizer, *, keeps_best, lbfgs=False):
     }
 
 
-def _array_bytes(a, dtype, rows=None):
+def array_bytes(a, dtype, rows=None):
     """Bytes of ``a`` (its first ``rows`` rows) as a backend array of ``dtype``."""
     if a is None:
         return 0
@@ -253,13 +247,13 @@ def _copied(a, dtype, backend):
 
 def data_bytes(backend, dtype, X, Y, w, n_train, validation=None, split=False):
     """Bytes of the training (and validation) data a fit puts on the device."""
-    total = sum(_array_bytes(a, dtype) for a in (X, Y, w) if _copied(a, dtype, backend))
+    total = sum(array_bytes(a, dtype) for a in (X, Y, w) if _copied(a, dtype, backend))
     total += n_train * 8 * (1 if backend.separate_memory else 2)  # the epoch's row order
     if validation is not None:
         X_val, Y_val, w_val = validation
         host_copies = 0 if backend.separate_memory or not split else 1  # X[val_rows]
         total += sum(
-            _array_bytes(a, dtype) * (host_copies + _copied(a, dtype, backend))
+            array_bytes(a, dtype) * (host_copies + _copied(a, dtype, backend))
             for a in (X_val, Y_val, w_val)
         )
     return total
@@ -268,13 +262,13 @@ def data_bytes(backend, dtype, X, Y, w, n_train, validation=None, split=False):
 def row_bytes(dtype, X, Y, w):
     """Bytes of one row of ``X``, ``Y`` and ``w`` on the device."""
     n = max(X.shape[0], 1)
-    return sum(_array_bytes(a, dtype) for a in (X, Y, w) if a is not None) / n
+    return sum(array_bytes(a, dtype) for a in (X, Y, w) if a is not None) / n
 
 
 # -- estimate_memory ------------------------------------------------------------------
 def _probe_rows(X, y, n_rows):
     """Rows of ``X``/``y`` for the probe; every class of a 1-D ``y`` among them."""
-    take = np.arange(min(n_rows, _PROBE_ROWS[1]))
+    take = np.arange(min(n_rows, PROBE_ROWS[1]))
     if y is not None:
         y_arr = np.asarray(y)
         if y_arr.ndim == 1 and y_arr.dtype.kind not in "fc":
@@ -355,9 +349,6 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     >>> estimate.total == sum(estimate.values())
     True
     """
-    from sknet.engine._optimizers import make_optimizer
-    from sknet.engine._trainer import Trainer, resolve_batch_size
-
     n_rows = _num_samples(X)
     if y is None:
         y = _default_targets(estimator, n_rows)
@@ -383,7 +374,7 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     if split:
         validation = tuple(None if a is None else a.rows(n_rows - n_train) for a in (X_all, Y_all))
         validation += (None,)
-    return _estimate(
+    return assemble_estimate(
         backend,
         trainer,
         optimizer,
@@ -422,7 +413,7 @@ class _Shape:
         return other
 
 
-def _estimate(backend, trainer, optimizer, data, validation, **kw):
+def assemble_estimate(backend, trainer, optimizer, data, validation, **kw):
     """Assemble a :class:`MemoryEstimate` (shared by estimate_memory and the planner)."""
     X, Y, w = data
     dtype = trainer.network.dtype
@@ -432,263 +423,13 @@ def _estimate(backend, trainer, optimizer, data, validation, **kw):
     profile = kw["profile"]
     input_batch = row_bytes(dtype, X, Y, w) * batch  # the gathered batch
     last = kw["n_train"] % batch  # a smaller last batch may reallocate buffers
-    parts["activations"] = _at(profile["activations"], batch) + input_batch
-    parts["activations"] += _at(profile["resize"], last)
-    parts["workspace"] = _at(profile["workspace"], batch)
+    parts["activations"] = at_rows(profile["activations"], batch) + input_batch
+    parts["activations"] += at_rows(profile["resize"], last)
+    parts["workspace"] = at_rows(profile["workspace"], batch)
     if validation is not None:
         chunk = min(trainer.network.predict_chunk_rows(), validation[0].shape[0])
-        parts["workspace"] = max(parts["workspace"], _at(profile["evaluation"], chunk))
+        parts["workspace"] = max(parts["workspace"], at_rows(profile["evaluation"], chunk))
     per_row = profile["activations"][1] + profile["workspace"][1] + input_batch / batch
     estimate = MemoryEstimate(parts, device=backend.name, batch_size=batch, per_row=per_row)
     estimate._profile = profile
     return estimate
-
-
-# -- where the data go ------------------------------------------------------------------
-class NoRoomForBatch(MemoryError):
-    """The planned device memory cannot hold the model and one batch (raised up front)."""
-
-
-@dataclass
-class Placement:
-    """Where a fit keeps its data: ``kind`` is ``'device'`` or ``'streamed'``.
-
-    Streamed data come in chunks of ``chunk_rows`` rows (a multiple of the
-    batch size); ``validation_on_device`` says whether the validation set
-    was moved there once (else it is moved chunk by chunk at every epoch),
-    evaluated in chunks of ``validation_chunk_rows``. ``estimate`` (None when
-    nothing was measured), ``capacity`` and ``needed`` are the numbers the
-    decision was made on.
-    """
-
-    kind: str
-    chunk_rows: int | None = None
-    validation_on_device: bool = True
-    validation_chunk_rows: int | None = None
-    estimate: MemoryEstimate | None = None
-    capacity: int | None = None
-    needed: int | None = None  # bytes with all the data on the device
-
-    def training_data(self, est, backend, X, Y, w):
-        """The data as the trainer takes them: on the backend, or streamed from the host."""
-        from sknet.engine._trainer import StreamedData
-
-        if self.kind == "device":
-            return backend_data(est, backend, X, Y, w)
-        stream = backend.row_stream((X, Y, w), est._np_dtype, self.chunk_rows)
-        return StreamedData(X, Y, w, self.chunk_rows, stream)
-
-    def describe(self, n_rows):
-        """The line ``verbose`` prints about a streamed fit."""
-        return (
-            f"Data: streamed from host memory in chunks of {self.chunk_rows} rows (with "
-            f"all {n_rows} rows on the device the fit would need about "
-            f"{format_bytes(self.needed)}; {format_bytes(self.capacity)} is available)"
-        )
-
-
-def device_capacity(est, backend, allocated=0):
-    """Bytes the fit may use on the device: ``max_device_memory``, and what is free there.
-
-    ``allocated`` bytes (the model, already on the device) count as usable.
-    None: no limit (the CPU without ``max_device_memory``).
-    """
-    limit = None if est.max_device_memory is None else parse_bytes(est.max_device_memory)
-    if backend.separate_memory:
-        available = backend.available_memory()
-        if available is not None:
-            available += allocated
-            limit = available if limit is None else min(limit, available)
-    return limit
-
-
-def backend_data(est, backend, X, Y, w):
-    """The data moved to the backend once, in the estimator's dtype; batches are gathered there."""
-    from sknet.engine._trainer import BackendData
-
-    dtype = est._np_dtype
-    return BackendData(
-        backend.asarray(X, dtype),
-        backend.asarray(Y, dtype),
-        None if w is None else backend.asarray(w, dtype),
-    )
-
-
-def place_training_data(est, trainer, optimizer, data, validation, *, train_rows, batch_size):
-    """Decide where a stochastic fit keeps its data and bring them there.
-
-    Records ``est.data_placement_``, prints the plan of a streamed fit under
-    ``verbose``, and returns ``(placement, data as the trainer takes them)``.
-    """
-    placement = plan_placement(
-        est, trainer, optimizer, data, validation, train_rows=train_rows, batch_size=batch_size
-    )
-    est.data_placement_ = placement.kind
-    if est.verbose and placement.kind == "streamed":
-        print(placement.describe(data[0].shape[0] if train_rows is None else len(train_rows)))
-    return placement, placement.training_data(est, trainer.backend, *data)
-
-
-def plan_placement(est, trainer, optimizer, data, validation, *, train_rows, batch_size):
-    """Decide where a stochastic fit keeps its data (see :class:`Placement`).
-
-    The data stay on the device when the whole fit fits in
-    :func:`device_capacity`; else they are streamed from the host in chunks
-    as large as the memory left after the model, the activations and the
-    workspace (with a margin) allows, at most ``_MAX_CHUNK_BYTES`` each.
-    """
-    backend, dtype = trainer.backend, trainer.network.dtype
-    X, Y, w = data
-    n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
-    model = sum(model_bytes(trainer, optimizer, keeps_best=est.early_stopping).values())
-    capacity = device_capacity(est, backend, allocated=model)
-    if capacity is None:
-        return Placement("device")
-    device = _AsDevice(backend)  # data count in full, as copies on the device
-    data_total = data_bytes(device, dtype, X, Y, w, n_train, validation)
-    if est.max_device_memory is None and model + data_total <= capacity / 2:
-        return Placement("device", capacity=capacity)  # plenty of room: nothing to measure
-    rows = train_rows[: _PROBE_ROWS[1]] if train_rows is not None else slice(_PROBE_ROWS[1])
-    profile = activation_profile(trainer.network, trainer.loss, X[rows], Y[rows], backend)
-    estimate = _estimate(
-        device,
-        trainer,
-        optimizer,
-        data,
-        validation,
-        batch_size=batch_size,
-        n_train=n_train,
-        keeps_best=est.early_stopping,
-        split=False,
-        profile=profile,
-    )
-    margin = _MARGIN * (estimate["activations"] + estimate["workspace"])
-    if estimate.total + margin <= capacity:  # the margin streaming keeps, too
-        return Placement("device", estimate=estimate, capacity=capacity)
-    return _streamed(est, backend, estimate, capacity, data, validation, batch_size, n_train)
-
-
-class _AsDevice:
-    """A backend as :func:`data_bytes` sees it when every array is copied to it."""
-
-    separate_memory = True
-
-    def __init__(self, backend):
-        self.name = backend.name
-
-
-def _streamed(est, backend, estimate, capacity, data, validation, batch_size, n_train):
-    """The streamed :class:`Placement`, or a MemoryError when not even a batch fits."""
-    dtype, profile = est._np_dtype, estimate._profile
-    row = row_bytes(dtype, *data)
-    kept = estimate["activations"] - row * batch_size  # no gathered batch when streaming
-    workspace, val_chunk = _at(profile["workspace"], batch_size), None
-    if validation is not None:  # chunks whose inference costs what a batch costs
-        fixed, per_row = profile["evaluation"]
-        val_chunk = est.network_.predict_chunk_rows()
-        if per_row > 0:
-            val_chunk = min(val_chunk, int((max(kept, workspace) - fixed) // per_row))
-        val_chunk = max(min(val_chunk, validation[0].shape[0]), 1)
-        workspace = max(workspace, _at(profile["evaluation"], val_chunk))
-    model = estimate["parameters"] + estimate["gradients"] + estimate["optimizer_state"]
-    budget = capacity - model - (1 + _MARGIN) * (kept + workspace)
-    buffers, val_bytes = backend.stream_buffers, 0
-    if validation is not None:
-        val_bytes = sum(_array_bytes(a, dtype) for a in validation if a is not None)
-        if val_bytes <= budget / 2:
-            budget -= val_bytes
-        else:  # streamed too, chunk by chunk
-            budget, val_bytes = budget - row * val_chunk, 0
-    chunk_rows = int(max(budget, 0) // (buffers * row))
-    chunk_rows = min(chunk_rows, int(_MAX_CHUNK_BYTES // row), n_train)
-    if chunk_rows < n_train:
-        chunk_rows -= chunk_rows % batch_size
-    if chunk_rows < min(batch_size, n_train):
-        fits = estimate.batch_size_that_fits(capacity - estimate["data"])
-        raise NoRoomForBatch(
-            f"Not even one batch fits on {backend.name}: the model and a batch of "
-            f"{batch_size} rows need about {format_bytes(capacity - budget + row * batch_size)}, "
-            f"and {format_bytes(capacity)} is available"
-            + (f"; batch_size={fits} would fit." if fits else "; raise max_device_memory.")
-        )
-    on_device = validation is None or val_bytes > 0
-    parts = dict(estimate)
-    parts["data"] = buffers * chunk_rows * row + val_bytes
-    parts["activations"], parts["workspace"] = kept, workspace
-    streamed = MemoryEstimate(
-        parts, device=backend.name, batch_size=batch_size, per_row=estimate._per_row
-    )
-    streamed.placement = "streamed"
-    return Placement(
-        "streamed",
-        chunk_rows=chunk_rows,
-        validation_on_device=on_device,
-        estimate=streamed,
-        capacity=capacity,
-        needed=estimate.total,
-        validation_chunk_rows=val_chunk,
-    )
-
-
-def out_of_memory_message(est, backend, exc, used, X, y, sample_weight):
-    """The MemoryError message of a fit that ran out of device memory."""
-    batch_size = used["batch_size"]
-    message = (
-        f"{backend.name} ran out of memory while training with batch_size={batch_size}: {exc}."
-    )
-    placement = used.get("placement")
-    try:
-        estimate = placement.estimate if placement is not None else None
-        if estimate is None:
-            estimate = estimate_memory(est, X, y, sample_weight=sample_weight)
-        capacity = device_capacity(est, backend, allocated=0)
-    except Exception:  # the message must not fail: say what is known
-        return message + " Use a smaller batch_size, or device='cpu'."
-    parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in estimate.items())
-    message += f" The fit needs about {format_bytes(estimate.total)} ({parts})"
-    if capacity is not None:
-        message += f", and {format_bytes(capacity)} was free"
-    fits = None if capacity is None else estimate.batch_size_that_fits(capacity)
-    advice = f" batch_size={fits} would fit." if fits else " Use a smaller batch_size."
-    if placement is not None and placement.kind == "streamed":
-        return message + ". The data are streamed from host memory already;" + advice
-    return (
-        message
-        + "."
-        + advice
-        + " Data too large for the device are streamed from host memory when they do "
-        "not fit: max_device_memory= sets the limit sknet plans with; device='cpu' "
-        "trains on the host."
-    )
-
-
-def check_full_batch_fits(est, trainer, data, validation):
-    """A MemoryError up front when an L-BFGS fit exceeds ``max_device_memory``.
-
-    L-BFGS takes every row in one batch, so its data cannot stream.
-    """
-    if est.max_device_memory is None:
-        return
-    backend, (X, Y, _) = trainer.backend, data
-    capacity = device_capacity(est, backend)
-    rows = slice(_PROBE_ROWS[1])
-    estimate = _estimate(
-        _AsDevice(backend),
-        trainer,
-        None,
-        data,
-        validation,
-        batch_size=X.shape[0],
-        n_train=X.shape[0],
-        keeps_best=False,
-        split=False,
-        profile=activation_profile(trainer.network, trainer.loss, X[rows], Y[rows], backend),
-    )
-    if estimate.total > capacity:
-        raise NoRoomForBatch(
-            f"solver='lbfgs' trains on all {X.shape[0]} rows at once and needs about "
-            f"{format_bytes(estimate.total)} on {backend.name}, more than the "
-            f"{format_bytes(capacity)} available (max_device_memory="
-            f"{est.max_device_memory!r}). Use solver='adam' or 'sgd': their data "
-            "stream from host memory when they do not fit."
-        )

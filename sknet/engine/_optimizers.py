@@ -8,12 +8,9 @@ on the backend next to the parameters and survives ``warm_start`` and
 (``sklearn.neural_network._stochastic_optimizers``).
 """
 
-import warnings
 from abc import ABC, abstractmethod
 
 import numpy as np
-import scipy.optimize
-from sklearn.exceptions import ConvergenceWarning
 
 
 class StochasticOptimizer(ABC):
@@ -76,6 +73,14 @@ class StochasticOptimizer(ABC):
                 )
         if layout is not None:
             self.layout = layout
+
+    def follow(self, parameters):
+        """Update the parameters of a :class:`~sknet.engine._layout.ParameterLayout`.
+
+        Each parameter keeps its state across a re-layout (see :meth:`rebind`).
+        """
+        self.rebind(parameters.param_segments, parameters.backend, layout=parameters.entries)
+        self.lr_scales = parameters.lr_scales
 
     def _remap(self, states, old_layout, layout):
         pieces = {}
@@ -272,62 +277,6 @@ class Adam(StochasticOptimizer):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
 
 
-def minimize_lbfgs(fun, x0, *, max_iter, max_fun, tol, verbose=False, callback=None):
-    """Minimize ``fun(x) -> (loss, grad)`` with SciPy's L-BFGS-B.
-
-    With ``verbose``, prints scikit-learn's ``Iteration N, loss = ...`` line
-    after every iteration. ``callback(iteration, x, loss)`` runs after every
-    iteration too, and stops the optimization by returning True.
-
-    Returns
-    -------
-    x : ndarray
-        The solution (float64).
-    loss : float
-    n_iter : int
-        Iterations run, at most ``max_iter``.
-
-    Warns
-    -----
-    ConvergenceWarning
-        When L-BFGS stopped before converging (``max_iter``/``max_fun`` reached
-        or a line-search failure), as scikit-learn's MLP does.
-    """
-    iteration = 0
-
-    def report(intermediate_result):
-        nonlocal iteration
-        iteration += 1
-        if verbose:
-            print("Iteration %d, loss = %.8f" % (iteration, intermediate_result.fun))
-        if callback is not None and callback(
-            iteration, intermediate_result.x, float(intermediate_result.fun)
-        ):
-            raise StopIteration
-
-    result = scipy.optimize.minimize(
-        fun,
-        np.asarray(x0, dtype=np.float64),
-        method="L-BFGS-B",
-        jac=True,
-        callback=report if verbose or callback is not None else None,
-        options={"maxfun": max_fun, "maxiter": max_iter, "gtol": tol},
-    )
-    stopped = result.status == 99  # a callback asked to stop: not a failure
-    if result.status != 0 and not stopped:
-        message = result.message
-        if isinstance(message, bytes):
-            message = message.decode("latin1")
-        warnings.warn(
-            f"lbfgs failed to converge after {result.nit} iteration(s) "
-            f"(status={result.status}): {message}\n"
-            "Increase the number of iterations to improve the convergence "
-            f"(max_iter={max_iter}), or scale the data, e.g. with StandardScaler.",
-            ConvergenceWarning,
-        )
-    return result.x, float(result.fun), min(int(result.nit), max_iter)
-
-
 def make_optimizer(est, trainer):
     """The optimizer ``est``'s parameters ask for, over ``trainer``'s parameter segments.
 
@@ -357,13 +306,12 @@ def make_optimizer(est, trainer):
                 epsilon=est.epsilon,
             ),
         )
-    params, backend = trainer.param_segments, trainer.backend
     optimizer = getattr(est, "_optimizer", None)
     if type(optimizer) is cls:
-        optimizer.rebind(params, backend, layout=trainer.layout)
+        optimizer.follow(trainer.parameters)
         optimizer.set_hyperparameters(**hyper)
     else:
-        optimizer = cls(params, backend, **hyper)
-        optimizer.layout = trainer.layout
-    optimizer.lr_scales = trainer.lr_scales
+        optimizer = cls(trainer.parameters.param_segments, trainer.backend, **hyper)
+        optimizer.layout = trainer.parameters.entries
+        optimizer.lr_scales = trainer.parameters.lr_scales
     return optimizer

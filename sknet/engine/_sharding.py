@@ -100,7 +100,7 @@ class RowShards:
 
     Copy 0 is the trainer's own network. The others share its parameters
     (and running state) and write their gradients to flat arrays laid out like
-    ``trainer.flat_grads``, which :meth:`loss_and_gradients` adds to it.
+    ``trainer.parameters.flat_grads``, which :meth:`loss_and_gradients` adds to it.
 
     Parameters
     ----------
@@ -116,7 +116,7 @@ class RowShards:
         self.work = work_per_sample(trainer.network)
         self.networks = [trainer.network]
         self.losses = [trainer.loss]
-        self.flat_grads = [trainer.flat_grads]
+        self.flat_grads = [trainer.parameters.flat_grads]
         for _ in range(n_shards - 1):
             network, flat_grads = _network_copy(trainer)
             loss = copy.copy(trainer.loss)
@@ -152,7 +152,7 @@ class RowShards:
         return shard_count(n_rows, self.n_shards, self.work) >= 2
 
     def loss_and_gradients(self, X, Y, sample_weight, sw_sum):
-        """The batch's loss (without the L2 term); its gradient in ``trainer.flat_grads``."""
+        """The batch's loss (without the L2 term); its gradient in the trainer's ``flat_grads``."""
         n = X.shape[0]
         n_shards = shard_count(n, self.n_shards, self.work)
         bounds = shard_bounds(n, n_shards)
@@ -210,12 +210,12 @@ def _network_copy(trainer):
         for each in _all_layers(layer):
             if "_buffers" in vars(each):
                 each._buffers, each._cache = {}, {}
-    flat = np.zeros_like(trainer.flat_grads)
-    base = trainer.flat_grads.__array_interface__["data"][0]
+    flat = np.zeros_like(trainer.parameters.flat_grads)
+    base = trainer.parameters.flat_grads.__array_interface__["data"][0]
     itemsize = flat.itemsize
     for (_, leaf), (_, twin_leaf) in zip(network.leaves(), twin.leaves()):
         for key, grad in leaf.grads.items():
-            if np.shares_memory(grad, trainer.flat_grads):
+            if np.shares_memory(grad, trainer.parameters.flat_grads):
                 start = (grad.__array_interface__["data"][0] - base) // itemsize
                 view = flat[start : start + grad.size].reshape(grad.shape)
             else:  # a frozen layer's scratch array

@@ -18,7 +18,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array
 
 from sknet.backend import get_array_module, is_device_array
-from sknet.engine._memory import backend_data
+from sknet.engine._placement import backend_data
 
 
 def check_sample_weight(sample_weight, n_samples, dtype):

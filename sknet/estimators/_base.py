@@ -26,25 +26,21 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet import _version
 from sknet.backend import get_backend, is_device_array
+from sknet.engine._callbacks import TrainingState, copy_callbacks
 from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
-from sknet.engine._memory import (
-    NoRoomForBatch,
+from sknet.engine._lbfgs import run_lbfgs
+from sknet.engine._memory import parse_bytes
+from sknet.engine._network import Network
+from sknet.engine._optimizers import make_optimizer
+from sknet.engine._placement import (
     backend_data,
     check_full_batch_fits,
     out_of_memory_message,
-    parse_bytes,
     place_training_data,
 )
-from sknet.engine._network import Network
-from sknet.engine._optimizers import make_optimizer
-from sknet.engine._trainer import (
-    Diverged,
-    Trainer,
-    TrainingState,
-    copy_callbacks,
-    resolve_batch_size,
-)
+from sknet.engine._trainer import Trainer, resolve_batch_size
 from sknet.engine._transaction import FitTransaction
+from sknet.engine._types import Diverged, NoRoomForBatch
 from sknet.engine._validation import (
     check_device_X,
     check_sample_weight,
@@ -657,7 +653,8 @@ class BaseNeuralNetwork(BaseEstimator):
             history=self.history_,
             has_validation=validation is not None,
         )
-        self.loss_, self.n_iter_ = trainer.run_lbfgs(
+        self.loss_, self.n_iter_ = run_lbfgs(
+            trainer,
             data,
             state,
             max_iter=self.max_iter,

@@ -1,4 +1,4 @@
-"""Tests for sknet/engine/_network.py: building, running, chunked prediction, moving and pickling."""
+"""Tests for sknet/engine/_network.py: building, running, chunked prediction, moving, pickling."""
 
 import pickle
 

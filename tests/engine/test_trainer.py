@@ -7,9 +7,11 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sknet.callbacks import Callback
+from sknet.engine._callbacks import BestWeights, TrainingState
 from sknet.engine._network import Network
 from sknet.engine._optimizers import SGD, Adam
-from sknet.engine._trainer import BackendData, BestWeights, Diverged, Trainer, TrainingState
+from sknet.engine._trainer import Trainer
+from sknet.engine._types import BackendData, Diverged
 from sknet.layers import BatchNorm, Dense
 from sknet.losses import make_loss
 
@@ -56,23 +58,23 @@ def test_params_and_grads_are_views_of_the_flat_arrays(backend):
     for i, layer in enumerate(network.layers):
         assert set(layer.grads) == set(layer.params)
         for key, value in layer.params.items():
-            assert shares(value, trainer.flat_params)
-            assert shares(layer.grads[key], trainer.flat_grads)
+            assert shares(value, trainer.parameters.flat_params)
+            assert shares(layer.grads[key], trainer.parameters.flat_grads)
             assert layer.grads[key].shape == value.shape
             assert_array_equal(host(backend, value), before[i, key])  # values preserved
             total += value.size
-    assert trainer.flat_params.shape == trainer.flat_grads.shape == (total,)
-    assert trainer.flat_params.dtype == np.float32
+    assert trainer.parameters.flat_params.shape == trainer.parameters.flat_grads.shape == (total,)
+    assert trainer.parameters.flat_params.dtype == np.float32
     # the regularized parameters (the two W) come first, in layer order
     W0, W2 = network.layers[0].params["W"], network.layers[2].params["W"]
     n_reg = W0.size + W2.size
-    assert trainer.regularized_ranges == [(0, n_reg)]
+    assert trainer.parameters.regularized_ranges == [(0, n_reg)]
     assert_array_equal(
-        host(backend, trainer.flat_params[:n_reg]),
+        host(backend, trainer.parameters.flat_params[:n_reg]),
         np.concatenate([before[0, "W"].ravel(), before[2, "W"].ravel()]),
     )
     # and writing the flat array writes the layers' parameters
-    trainer.flat_params[...] = 7
+    trainer.parameters.flat_params[...] = 7
     assert all(bool((p == 7).all()) for p in network.params())
 
 
@@ -89,11 +91,11 @@ def test_loss_and_gradients_match_finite_differences(backend):
         return float(trainer.loss_and_gradients(X, Y, w, sw_sum))
 
     loss_at()
-    grads = host(backend, trainer.flat_grads)
-    flat, eps = trainer.flat_params, 1e-6
+    grads = host(backend, trainer.parameters.flat_grads)
+    flat, eps = trainer.parameters.flat_params, 1e-6
     n = flat.shape[0]
     # entries of both W (regularized, first) and of the biases (last)
-    n_reg = trainer.regularized_ranges[0][1]
+    n_reg = trainer.parameters.regularized_ranges[0][1]
     for i in (0, 5, n_reg - 1, n_reg, n - 1):
         value = float(flat[i])
         flat[i] = value + eps
@@ -110,7 +112,7 @@ def test_loss_and_gradients_match_finite_differences(backend):
 # -- run_batches (as a worker runs it: no estimator, no callbacks) -------------------------
 def test_run_batches_lowers_the_loss_over_epochs(backend, digits_xy):
     network, trainer, data = digits_setup(backend, digits_xy)
-    optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
+    optimizer = Adam([trainer.parameters.flat_params], backend, learning_rate_init=0.01)
     order = backend.asarray(np.random.RandomState(0).permutation(data.X.shape[0]))
     losses = []
     for epoch in range(4):
@@ -126,7 +128,7 @@ def test_run_batches_lowers_the_loss_over_epochs(backend, digits_xy):
 
 def test_run_batches_stops_after_n_batches(backend, digits_xy):
     network, trainer, data = digits_setup(backend, digits_xy)
-    optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
+    optimizer = Adam([trainer.parameters.flat_params], backend, learning_rate_init=0.01)
     seen = []
     trainer.run_batches(
         data,
@@ -151,7 +153,7 @@ def test_run_batches_skips_a_batch_of_zero_weight(backend, digits_xy):
     w[100:200] = 0
     data = BackendData(X, Y, backend.asarray(w))
     sw_sums = np.add.reduceat(w, np.arange(0, 300, 100))
-    optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
+    optimizer = Adam([trainer.parameters.flat_params], backend, learning_rate_init=0.01)
     seen = []
     total = trainer.run_batches(
         data, optimizer, batch_size=100, sw_sums=sw_sums, on_batch=lambda i, size: seen.append(i)
@@ -167,11 +169,15 @@ def test_clip_norm_bounds_the_step(backend, digits_xy):
     for clip_norm in (clip, None):
         network, trainer, data = digits_setup(backend, digits_xy, clip_norm=clip_norm)
         sgd = SGD(
-            [trainer.flat_params], backend, learning_rate_init=lr, momentum=0.0, nesterov=False
+            [trainer.parameters.flat_params],
+            backend,
+            learning_rate_init=lr,
+            momentum=0.0,
+            nesterov=False,
         )
-        before = host(backend, trainer.flat_params)
+        before = host(backend, trainer.parameters.flat_params)
         trainer.run_batches(data, sgd, batch_size=data.X.shape[0], n_batches=1)
-        moves.append(np.linalg.norm(host(backend, trainer.flat_params) - before))
+        moves.append(np.linalg.norm(host(backend, trainer.parameters.flat_params) - before))
     clipped, free = moves
     assert clipped <= lr * clip * (1 + 1e-4)
     assert clipped == pytest.approx(lr * clip, rel=1e-3)  # the clip was active
@@ -191,7 +197,7 @@ def test_replacing_a_gradient_array_is_a_clear_error(backend, digits_xy):
     network, trainer, data = digits_setup(
         backend, digits_xy, layers=[ReplacesGradient(8, "relu"), Dense(10)]
     )
-    optimizer = Adam([trainer.flat_params], backend)
+    optimizer = Adam([trainer.parameters.flat_params], backend)
     with pytest.raises(TypeError, match="write gradients in place") as info:
         trainer.run_batches(data, optimizer, batch_size=100)
     assert "ReplacesGradient" in str(info.value) and "'W'" in str(info.value)
@@ -232,7 +238,7 @@ def run(backend, digits_xy, callbacks, *, max_epochs=3, batch_size=250, loss=Non
     network, trainer, data = digits_setup(backend, digits_xy, callbacks=callbacks)
     if loss is not None:
         trainer.loss = loss
-    optimizer = Adam([trainer.flat_params], backend, learning_rate_init=0.01)
+    optimizer = Adam([trainer.parameters.flat_params], backend, learning_rate_init=0.01)
     state = TrainingState(
         None,
         network,

@@ -326,7 +326,7 @@ def test_user_early_stopping_callback_wins_over_builtin_early_stopping(data, par
 def test_best_weights_save_restore_clear(data):
     X, _, y, _ = data
     network = mlp().fit(X, y).network_
-    best = sknet.engine._trainer.BestWeights()
+    best = sknet.engine._callbacks.BestWeights()
     assert best.restore(network) is False  # nothing saved
     best.save(network, 3)
     assert best.epoch == 3
@@ -352,7 +352,7 @@ def test_terminate_on_nan_and_early_stopping_share_best_weights(data, monkeypatc
     X, X_val, y, y_val = data
     created = []
 
-    class CountingBestWeights(sknet.engine._trainer.BestWeights):
+    class CountingBestWeights(sknet.engine._callbacks.BestWeights):
         def __init__(self):
             super().__init__()
             self.saves = 0

@@ -1,4 +1,4 @@
-"""Behaviour tests for sknet/estimators/_mlp.py (and the training loop of sknet/estimators/_base.py)."""
+"""Behaviour tests for sknet/estimators/_mlp.py (and the fit of sknet/estimators/_base.py)."""
 
 import os
 import re

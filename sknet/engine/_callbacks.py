@@ -1,0 +1,231 @@
+"""The hook interface of callbacks, and what a hook sees of a running fit.
+
+:class:`Callback` is the base of every callback (the stock ones of
+:mod:`sknet.callbacks`, the engine's own scikit-learn rules in
+:mod:`~sknet.engine._convergence`, and users'); the trainer calls its hooks
+with a :class:`TrainingState`, never its locals. :class:`BestWeights` is the
+one save/restore helper of early stopping and of TerminateOnNaN.
+"""
+
+import copy
+
+from sklearn.base import BaseEstimator
+
+
+class Callback(BaseEstimator):
+    """Base class of callbacks: every hook is a no-op.
+
+    Subclasses store their configuration in ``__init__`` (like an estimator,
+    so they clone) and keep run-time state in attributes starting with ``_``,
+    which are not pickled.
+
+    A callback that adds keys to the epoch's ``logs`` names them in
+    ``provides``, so that callbacks after it may monitor them.
+
+    Examples
+    --------
+    >>> from sknet.callbacks import Callback
+    >>> class PrintLoss(Callback):
+    ...     def on_epoch_end(self, state, epoch, logs):
+    ...         print(f"epoch {epoch}: {logs['train_loss']:.3f}")
+    """
+
+    #: history keys this callback adds to ``logs`` in ``on_epoch_end``
+    provides = ()
+
+    def on_train_begin(self, state):
+        """Called once before the first epoch of a call to fit.
+
+        Check here that what the callback needs exists (raise a ValueError
+        naming it otherwise): see :meth:`TrainingState.check_monitor`.
+        """
+
+    def on_epoch_begin(self, state, epoch):
+        """Called before each epoch (numbered from 1 across warm starts)."""
+
+    def on_batch_end(self, state, batch, size):
+        """Called after each mini-batch update with its index and size."""
+
+    def on_epoch_end(self, state, epoch, logs):
+        """Called after each epoch with its history row; return True to stop."""
+
+    def on_train_end(self, state):
+        """Called once when training ends, however it ends."""
+
+    def on_nan(self, state, epoch):
+        """Called when the epoch's loss is not finite; return True if handled.
+
+        Unhandled, a non-finite loss stops training with a ValueError.
+        """
+        return False
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        return {k: v for k, v in state.items() if not k.startswith("_") or k == "_sklearn_version"}
+
+
+class TrainingState:
+    """What callbacks see of a running fit.
+
+    Every hook gets this object as its first argument. Attributes it does not
+    have are looked up on the estimator, so ``state.classes_`` or
+    ``state.predict(X)`` work as they would on the estimator.
+
+    Attributes
+    ----------
+    estimator : estimator
+        The estimator being fitted.
+    network : Network
+        The network being trained (its layers are ``estimator.layers_``).
+    optimizer : StochasticOptimizer or None
+        The optimizer (``None`` with ``solver='lbfgs'``).
+    epoch : int or None
+        The current epoch, numbered from 1 across warm starts.
+    n_train_rows : int
+        Rows per epoch.
+    batch_size : int
+        Rows per batch (all rows with lbfgs).
+    history : list of dict
+        ``estimator.history_``: one row per epoch.
+    has_validation : bool
+        Whether a validation set is scored (``valid_loss``/``valid_score``).
+
+    Examples
+    --------
+    A callback reading the state after every epoch:
+
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import Callback
+    >>> class ShowState(Callback):
+    ...     def on_epoch_end(self, state, epoch, logs):
+    ...         print(f"epoch {state.epoch}: {state.n_train_rows} rows in batches of "
+    ...               f"{state.batch_size}, {len(state.classes_)} classes")
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), batch_size=50, tol=1.0,
+    ...                     n_iter_no_change=1, random_state=0, device="cpu",
+    ...                     callbacks=[ShowState()]).fit(X[:200] / 16, y[:200])
+    epoch 1: 200 rows in batches of 50, 10 classes
+    epoch 2: 200 rows in batches of 50, 10 classes
+    epoch 3: 200 rows in batches of 50, 10 classes
+    """
+
+    #: history keys every fit produces; validation keys need a validation set
+    TRAIN_KEYS = ("epoch", "train_loss", "learning_rate", "duration")
+    VALID_KEYS = ("valid_loss", "valid_score")
+
+    def __init__(
+        self, estimator, network, optimizer, *, n_train_rows, batch_size, history, has_validation
+    ):
+        self.estimator = estimator
+        self.network = network
+        self.optimizer = optimizer
+        self.epoch = None
+        self.n_train_rows = n_train_rows
+        self.batch_size = batch_size
+        self.history = history
+        self.has_validation = has_validation
+        self.extra_keys = ()
+
+    def __getattr__(self, name):
+        # Only called for names this object lacks: the estimator's attributes.
+        if name.startswith("__") or "estimator" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["estimator"], name)
+
+    @property
+    def learning_rate(self):
+        """The base learning rate (SGD's rate, Adam's step size)."""
+        return self.require_optimizer("learning_rate").base_learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self.require_optimizer("learning_rate").base_learning_rate = value
+
+    def require_optimizer(self, who):
+        """The optimizer; a ValueError naming ``who`` with ``solver='lbfgs'``."""
+        if self.optimizer is None:
+            raise ValueError(
+                f"{who} needs solver='sgd' or 'adam'; this "
+                f"{type(self.estimator).__name__} has solver='lbfgs'"
+            )
+        return self.optimizer
+
+    def check_monitor(self, monitor, who):
+        """Raise a ValueError before training if ``monitor`` will have no value."""
+        keys = self.TRAIN_KEYS + self.VALID_KEYS + tuple(self.extra_keys)
+        if monitor not in keys:
+            raise ValueError(
+                f"{who}: monitor={monitor!r} is not in the history; choose one of {sorted(keys)}"
+            )
+        if monitor in self.VALID_KEYS and not self.has_validation:
+            raise ValueError(
+                f"{who}: monitor={monitor!r} needs a validation set: pass X_val and "
+                "y_val to fit, or set early_stopping=True"
+            )
+        if monitor == "learning_rate":
+            self.require_optimizer(f"{who} with monitor='learning_rate'")
+
+    def weights(self):
+        """The model's arrays (parameters and running statistics), live."""
+        return self.network.weights()
+
+    def update_trainable(self):
+        """Apply changes of the layers' ``trainable``/``lr_scale`` made during training.
+
+        Lays the parameters out again and moves the optimizer's state along
+        (a newly trained parameter starts from zero state); call it from
+        ``on_epoch_begin`` after changing the built layers (``state.network.layers``).
+        """
+        self.require_optimizer("Changing trainable layers during fit")
+        self.__dict__["trainer"].relayout(self.optimizer)
+
+
+class BestWeights:
+    """A copy of the weights of one epoch, kept to be put back later.
+
+    The one save/restore helper of early stopping (built-in and callback) and
+    :class:`~sknet.callbacks.TerminateOnNaN`. Restores happen in ``on_train_end``
+    (or ``on_nan``) in callback order: built-in callbacks first, the user's
+    after, so what a user callback restores is what the model keeps.
+    """
+
+    def __init__(self):
+        self.epoch = None
+        self._arrays = None
+
+    def save(self, network, epoch):
+        """Copy the network's weights (into the same buffers after the first save)."""
+        if self._arrays is None:
+            self._arrays = network.save_weights()
+        else:
+            for saved, weight in zip(self._arrays, network.weights()):
+                saved[...] = weight
+        self.epoch = epoch
+
+    def restore(self, network):
+        """Put the saved weights back; False if nothing was saved."""
+        if self._arrays is None:
+            return False
+        network.load_weights(self._arrays)
+        return True
+
+    def clear(self):
+        self._arrays, self.epoch = None, None
+
+
+def copy_callbacks(callbacks):
+    """Working copies of ``callbacks``: the objects a user passes are never modified."""
+    callbacks = [] if callbacks is None else list(callbacks)
+    for callback in callbacks:
+        if not isinstance(callback, Callback):
+            raise TypeError(
+                "callbacks must be sknet.callbacks.Callback objects, got "
+                f"{type(callback).__name__}"
+            )
+    return [copy.deepcopy(callback) for callback in callbacks]
+
+
+def overrides(callback, hook):
+    """Whether ``callback``'s class defines its own ``hook`` (not the no-op of Callback)."""
+    return getattr(type(callback), hook) is not getattr(Callback, hook)
