@@ -6,9 +6,12 @@ from sknet.engine._network import Network
 from sknet.engine._optimizers import SGD, Adam
 from sknet.estimators import (
     ConvNetClassifier,
+    ConvNetRegressor,
     FeatureExtractor,
     MLPClassifier,
     MLPRegressor,
+    NeuralNetClassifier,
+    NeuralNetRegressor,
     RNNClassifier,
     RNNRegressor,
 )
@@ -18,9 +21,12 @@ from sknet.layers._init import SklearnGlorotUniform
 def _trusted_types():
     classes = [
         ConvNetClassifier,
+        ConvNetRegressor,
         FeatureExtractor,
         MLPClassifier,
         MLPRegressor,
+        NeuralNetClassifier,
+        NeuralNetRegressor,
         RNNClassifier,
         RNNRegressor,
         Network,
@@ -54,9 +60,12 @@ _legacy.install()
 
 __all__ = [
     "ConvNetClassifier",
+    "ConvNetRegressor",
     "FeatureExtractor",
     "MLPClassifier",
     "MLPRegressor",
+    "NeuralNetClassifier",
+    "NeuralNetRegressor",
     "RNNClassifier",
     "RNNRegressor",
     "TRUSTED_TYPES",

@@ -10,7 +10,7 @@ float64 only:
 - the sample-order-invariance check: float32 matrix products (OpenBLAS) round
   a row differently by one ulp depending on its position in the batch.
 
-``tests/test_mlp.py`` and ``tests/test_convnet.py`` check the same properties
+``tests/estimators/test_mlp.py`` and ``tests/estimators/test_convnet.py`` check the same properties
 in float32 at a float32 tolerance. For RNNClassifier the sample-weight check
 also uses ``solver="sgd"``, as scikit-learn's own suite configures its MLPs for
 this check: over 200 epochs, Adam amplifies the last-bit differences between a
@@ -24,9 +24,12 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sknet import (
     ConvNetClassifier,
+    ConvNetRegressor,
     FeatureExtractor,
     MLPClassifier,
     MLPRegressor,
+    NeuralNetClassifier,
+    NeuralNetRegressor,
     RNNClassifier,
     RNNRegressor,
 )
@@ -38,8 +41,14 @@ ESTIMATORS = [
     MLPRegressor(),
     MLPClassifier(dtype="float64"),
     MLPRegressor(dtype="float64"),
+    NeuralNetClassifier(),
+    NeuralNetClassifier(dtype="float64"),
+    NeuralNetRegressor(),
+    NeuralNetRegressor(dtype="float64"),
     ConvNetClassifier(),
     ConvNetClassifier(dtype="float64"),
+    ConvNetRegressor(),
+    ConvNetRegressor(dtype="float64"),
     RNNClassifier(),
     RNNClassifier(dtype="float64"),
     RNNRegressor(),

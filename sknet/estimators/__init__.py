@@ -12,16 +12,20 @@ What it may import: :mod:`sknet.engine` (training), :mod:`sknet.layers`,
 or the user-facing modules around a fit.
 """
 
-from sknet.estimators._convnet import ConvNetClassifier
+from sknet.estimators._convnet import ConvNetClassifier, ConvNetRegressor
 from sknet.estimators._features import FeatureExtractor
 from sknet.estimators._mlp import MLPClassifier, MLPRegressor
+from sknet.estimators._neural_net import NeuralNetClassifier, NeuralNetRegressor
 from sknet.estimators._rnn import RNNClassifier, RNNRegressor
 
 __all__ = [
     "ConvNetClassifier",
+    "ConvNetRegressor",
     "FeatureExtractor",
     "MLPClassifier",
     "MLPRegressor",
+    "NeuralNetClassifier",
+    "NeuralNetRegressor",
     "RNNClassifier",
     "RNNRegressor",
 ]

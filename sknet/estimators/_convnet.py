@@ -1,23 +1,30 @@
-"""ConvNetClassifier: a convolutional network as easy to use as MLPClassifier."""
+"""ConvNetClassifier and ConvNetRegressor: convolutional networks as easy as an MLP.
+
+A preset of the network estimator: ``conv_filters``, ``kernel_size``,
+``pool_size``, ``dense_units``, ``activation``, ``dropout`` and
+``batch_norm`` become convolution blocks and dense layers, and a flat row
+becomes an image (a square one when it can). ``layers`` replaces the preset's
+network, as in :class:`~sknet.estimators._neural_net.NeuralNetClassifier`.
+"""
 
 import math
 from numbers import Integral, Real
 
-import numpy as np
-import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from sknet.backend import ACTIVATIONS, is_device_array
-from sknet.estimators._base import (
+from sknet.backend import ACTIVATIONS
+from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
+    REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
-    BaseNeuralNetwork,
     fill_doc,
 )
-from sknet.estimators._classifier import NetworkClassifierMixin
-from sknet.estimators._layer_list import LayerListMixin, positive_ints
+from sknet.estimators._layer_list import positive_ints
+from sknet.estimators._neural_net import NeuralNetClassifier, NeuralNetRegressor, _NeuralNet
+from sknet.estimators._regressor import NetworkRegressorMixin
 from sknet.layers import (
     Activation,
     BatchNorm,
@@ -81,14 +88,98 @@ def _normalize_shape(shape, name="input_shape"):
     return tuple(values)
 
 
-class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwork):
+class _ConvNetPreset:
+    """What ConvNetClassifier and ConvNetRegressor add: convolution blocks, images in.
+
+    List it first in the bases, before the network estimator it presets.
+    Images come as ``(n, h, w)``, ``(n, c, h, w)``, or flat rows
+    ``(n, c * h * w)`` (so that it works after a scaler in a ``Pipeline``);
+    computation is NCHW.
+    """
+
+    _preset_constraints: dict = {
+        "conv_filters": ["array-like"],
+        "kernel_size": [Interval(Integral, 1, None, closed="left")],
+        "pool_size": [Interval(Integral, 1, None, closed="left")],
+        "dense_units": ["array-like"],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "batch_norm": ["boolean"],
+    }
+
+    _network_parameters = (
+        "conv_filters",
+        "kernel_size",
+        "pool_size",
+        "dense_units",
+        "activation",
+        "dropout",
+        "batch_norm",
+        "layers",
+        "input_shape",
+    )
+    _max_X_ndim = 4
+    _sample_noun = "images"
+
+    def _check_params(self):
+        positive_ints(self.conv_filters, "conv_filters")
+        positive_ints(self.dense_units, "dense_units")
+        super()._check_params()
+
+    # -- images in ---------------------------------------------------------------
+    def _sample_shape(self, shape, name):
+        return _normalize_shape(shape, name)
+
+    def _too_many_dims(self, shape):
+        return (
+            f"{type(self).__name__} expects X of shape (n, h, w), (n, c, h, w) or "
+            f"flat (n, c * h * w); got an array of shape {shape}"
+        )
+
+    def _default_input_shape(self, n_features):
+        side = math.isqrt(n_features)
+        return (1, side, side) if side * side == n_features else (1, 1, n_features)
+
+    # -- the network ---------------------------------------------------------------
+    def _preset_layers(self):
+        act, layers = self.activation, []
+        _, height, width = self.input_shape_
+        for filters in positive_ints(self.conv_filters, "conv_filters"):
+            if self.batch_norm:
+                layers += [
+                    Conv2D(filters, self.kernel_size, padding="same", use_bias=False),
+                    BatchNorm(),
+                    Activation(act),
+                ]
+            else:
+                layers.append(Conv2D(filters, self.kernel_size, padding="same", activation=act))
+            if self.pool_size > 1 and min(height, width) >= self.pool_size:
+                layers.append(MaxPool2D(self.pool_size))
+                height, width = height // self.pool_size, width // self.pool_size
+        layers.append(Flatten())
+        for units in positive_ints(self.dense_units, "dense_units"):
+            if self.batch_norm:
+                layers += [
+                    Dense(units, use_bias=False, init="he_uniform"),
+                    BatchNorm(),
+                    Activation(act),
+                ]
+            else:
+                layers.append(Dense(units, activation=act, init="he_uniform"))
+            if self.dropout > 0:
+                layers.append(Dropout(self.dropout))
+        return layers
+
+
+class ConvNetClassifier(_ConvNetPreset, NeuralNetClassifier):
     """Convolutional neural-network classifier for images, on NumPy or a GPU.
 
     As easy as :class:`MLPClassifier`: a few grid-searchable parameters
     describe the network (``conv_filters``, ``kernel_size``, ``pool_size``,
     ``dense_units``, ``dropout``, ``batch_norm``), or ``layers`` gives it layer
-    by layer, custom layers included. It shares the training loop, optimizers,
-    early stopping, persistence and input checks of the MLP estimators.
+    by layer, custom layers included. A preset of
+    :class:`NeuralNetClassifier`: the same training loop, optimizers, early
+    stopping, persistence and input checks.
 
     Images come as ``(n, h, w)``, ``(n, c, h, w)``, or flat rows
     ``(n, c * h * w)`` (so that it works after a scaler in a ``Pipeline``);
@@ -108,6 +199,7 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
     %(attributes)s
     See Also
     --------
+    ConvNetRegressor : The same network for regression.
     MLPClassifier : Fully connected network on flat features.
 
     Examples
@@ -124,17 +216,9 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
     """
 
     _parameter_constraints: dict = {
-        **BaseNeuralNetwork._parameter_constraints,
+        **_NeuralNet._parameter_constraints,
         **NetworkClassifierMixin._parameter_constraints,
-        "conv_filters": ["array-like"],
-        "kernel_size": [Interval(Integral, 1, None, closed="left")],
-        "pool_size": [Interval(Integral, 1, None, closed="left")],
-        "dense_units": ["array-like"],
-        "activation": [StrOptions(set(ACTIVATIONS))],
-        "dropout": [Interval(Real, 0, 1, closed="left")],
-        "batch_norm": ["boolean"],
-        "layers": [list, tuple, None],
-        "input_shape": [tuple, list, None],
+        **_ConvNetPreset._preset_constraints,
     }
 
     def __init__(
@@ -216,121 +300,125 @@ class ConvNetClassifier(LayerListMixin, NetworkClassifierMixin, BaseNeuralNetwor
         self.class_weight = class_weight
         self.loss = loss
 
-    _network_parameters = (
-        "conv_filters",
-        "kernel_size",
-        "pool_size",
-        "dense_units",
-        "activation",
-        "dropout",
-        "batch_norm",
-        "layers",
-        "input_shape",
-    )
 
-    # -- images in ---------------------------------------------------------------
-    def _check_params(self):
-        positive_ints(self.conv_filters, "conv_filters")
-        positive_ints(self.dense_units, "dense_units")
-        if self.input_shape is not None:
-            _normalize_shape(self.input_shape)
-        self._check_layer_list()
+class ConvNetRegressor(_ConvNetPreset, NeuralNetRegressor):
+    """Convolutional neural-network regressor for images, on NumPy or a GPU.
 
-    @staticmethod
-    def _split_images(X):
-        """Flat rows of ``X`` and the shape of one image (``None`` if already flat)."""
-        if sp.issparse(X) or hasattr(X, "iloc"):  # sparse or a DataFrame: flat
-            return X, None
-        array = X if is_device_array(X) else np.asarray(X)
-        if array.ndim in (3, 4):
-            return array.reshape(array.shape[0], -1), tuple(array.shape[1:])
-        if array.ndim > 4:
-            raise ValueError(
-                "ConvNetClassifier expects X of shape (n, h, w), (n, c, h, w) or "
-                f"flat (n, c * h * w); got an array of shape {array.shape}"
-            )
-        return X, None
+    The network of :class:`ConvNetClassifier` with an identity output (or the
+    output of ``loss``), one value per target: counting objects, estimating
+    an angle, denoising a pixel.
 
-    def _resolve_input_shape(self, n_features, image_shape):
-        if image_shape is not None:
-            shape = _normalize_shape(image_shape, "X's images")
-            if self.input_shape is not None and _normalize_shape(self.input_shape) != shape:
-                raise ValueError(
-                    f"input_shape={self.input_shape!r} does not match the images "
-                    f"in X, of shape {image_shape}"
-                )
-            return shape
-        if self.input_shape is not None:
-            shape = _normalize_shape(self.input_shape)
-            if math.prod(shape) != n_features:
-                raise ValueError(
-                    f"input_shape={self.input_shape!r} holds {math.prod(shape)} values "
-                    f"per sample, but X has {n_features} features"
-                )
-            return shape
-        side = math.isqrt(n_features)
-        return (1, side, side) if side * side == n_features else (1, 1, n_features)
+    Parameters
+    ----------
+    %(loss)s
+    %(parameters)s
+    Attributes
+    ----------
+    input_shape_ : tuple of int
+        ``(channels, height, width)`` of the images seen during fit.
 
-    def _check_image_shape(self, image_shape):
-        if image_shape is not None and _normalize_shape(image_shape) != self.input_shape_:
-            raise ValueError(
-                f"X has images of shape {image_shape}, but this ConvNetClassifier was "
-                f"fitted on images of shape {self.input_shape_}"
-            )
+    %(attributes)s
+    See Also
+    --------
+    ConvNetClassifier : The same network for classification.
+    NeuralNetRegressor : The estimator this is a preset of, for any layers.
 
-    def _validate_Xy(self, X, y, reset, **kwargs):
-        X, image_shape = self._split_images(X)
-        X, y = super()._validate_Xy(X, y, reset, **kwargs)
-        if reset:
-            self.input_shape_ = self._resolve_input_shape(X.shape[1], image_shape)
-        else:
-            self._check_image_shape(image_shape)
-        return X, y
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import ConvNetRegressor
+    >>> X, y = load_digits(return_X_y=True)
+    >>> reg = ConvNetRegressor(conv_filters=(8,), dense_units=(32,), early_stopping=True,
+    ...                        learning_rate_init=0.01, tol=1e-3, random_state=0,
+    ...                        device="cpu")
+    >>> reg.fit(X[:1000] / 16, y[:1000]).input_shape_
+    (1, 8, 8)
+    >>> reg.score(X[1000:] / 16, y[1000:]) > 0.75
+    True
+    """
 
-    def _validate_X_predict(self, X):
-        X, image_shape = self._split_images(X)
-        if hasattr(self, "input_shape_"):
-            self._check_image_shape(image_shape)
-        return super()._validate_X_predict(X)
+    _parameter_constraints: dict = {
+        **_NeuralNet._parameter_constraints,
+        **NetworkRegressorMixin._parameter_constraints,
+        **_ConvNetPreset._preset_constraints,
+    }
 
-    def _network_input_shape(self, n_features):
-        return self.input_shape_
-
-    # -- the network ---------------------------------------------------------------
-    def _build_layers(self):
-        if self.layers is not None:
-            return list(self.layers)
-        act, layers = self.activation, []
-        _, height, width = self.input_shape_
-        for filters in positive_ints(self.conv_filters, "conv_filters"):
-            if self.batch_norm:
-                layers += [
-                    Conv2D(filters, self.kernel_size, padding="same", use_bias=False),
-                    BatchNorm(),
-                    Activation(act),
-                ]
-            else:
-                layers.append(Conv2D(filters, self.kernel_size, padding="same", activation=act))
-            if self.pool_size > 1 and min(height, width) >= self.pool_size:
-                layers.append(MaxPool2D(self.pool_size))
-                height, width = height // self.pool_size, width // self.pool_size
-        layers.append(Flatten())
-        for units in positive_ints(self.dense_units, "dense_units"):
-            if self.batch_norm:
-                layers += [
-                    Dense(units, use_bias=False, init="he_uniform"),
-                    BatchNorm(),
-                    Activation(act),
-                ]
-            else:
-                layers.append(Dense(units, activation=act, init="he_uniform"))
-            if self.dropout > 0:
-                layers.append(Dropout(self.dropout))
-        return layers
-
-    def _output_layers(self, shape):
-        head = [] if len(shape) == 1 else [Flatten()]
-        return head + [Dense(self.n_outputs_)]
+    def __init__(
+        self,
+        loss="squared_error",
+        *,
+        conv_filters=(32, 64),
+        kernel_size=3,
+        pool_size=2,
+        dense_units=(128,),
+        activation="relu",
+        dropout=0.0,
+        batch_norm=False,
+        layers=None,
+        input_shape=None,
+        solver="adam",
+        alpha=0.0001,
+        batch_size="auto",
+        learning_rate="constant",
+        learning_rate_init=0.001,
+        power_t=0.5,
+        max_iter=200,
+        shuffle=True,
+        random_state=None,
+        tol=1e-4,
+        verbose=False,
+        warm_start=False,
+        momentum=0.9,
+        nesterovs_momentum=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        scoring=None,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        n_iter_no_change=10,
+        max_fun=15000,
+        device="auto",
+        max_device_memory=None,
+        dtype="float32",
+        callbacks=None,
+    ):
+        self.loss = loss
+        self.conv_filters = conv_filters
+        self.kernel_size = kernel_size
+        self.pool_size = pool_size
+        self.dense_units = dense_units
+        self.activation = activation
+        self.dropout = dropout
+        self.batch_norm = batch_norm
+        self.layers = layers
+        self.input_shape = input_shape
+        self.solver = solver
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
+        self.power_t = power_t
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.scoring = scoring
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.n_iter_no_change = n_iter_no_change
+        self.max_fun = max_fun
+        self.device = device
+        self.max_device_memory = max_device_memory
+        self.dtype = dtype
+        self.callbacks = callbacks
 
 
 fill_doc(
@@ -338,5 +426,11 @@ fill_doc(
     parameters=(
         _CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC + CLASSIFIER_LOSS_DOC
     ),
+    attributes=FITTED_ATTRIBUTES_DOC,
+)
+fill_doc(
+    ConvNetRegressor,
+    loss=REGRESSOR_LOSS_DOC,
+    parameters=_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
     attributes=FITTED_ATTRIBUTES_DOC,
 )

@@ -28,16 +28,17 @@ class LayerListMixin(NestedListParams):
 
     def _check_layer_list(self):
         """The ``layers`` list holds layers; no dropout with the lbfgs solver."""
-        if self.layers is not None:
-            if len(self.layers) == 0 or not all(isinstance(x, Layer) for x in self.layers):
+        layers = getattr(self, "layers", None)
+        if layers is not None:
+            if len(layers) == 0 or not all(isinstance(x, Layer) for x in layers):
                 raise ValueError(
                     "layers must be a non-empty list of sknet.layers.Layer objects, "
-                    f"got {self.layers!r}"
+                    f"got {layers!r}"
                 )
         uses_dropout = (
-            self.dropout > 0
-            if self.layers is None
-            else any(isinstance(layer, Dropout) for layer in self.layers)
+            getattr(self, "dropout", 0) > 0
+            if layers is None
+            else any(isinstance(layer, Dropout) for layer in layers)
         )
         if uses_dropout and self.solver == "lbfgs":
             raise ValueError(

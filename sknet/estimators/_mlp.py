@@ -1,4 +1,10 @@
-"""MLPClassifier and MLPRegressor: scikit-learn's MLP on sknet's layer stack."""
+"""MLPClassifier and MLPRegressor: scikit-learn's MLP, a preset of the network estimator.
+
+The preset turns ``hidden_layer_sizes``, ``activation`` and ``dropout`` into
+``Dense`` layers initialized as scikit-learn initializes them, and takes flat
+rows only, as scikit-learn does; everything else is
+:class:`~sknet.estimators._neural_net.NeuralNetClassifier` (or the regressor).
+"""
 
 from numbers import Integral, Real
 
@@ -6,16 +12,17 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from sknet.backend import ACTIVATIONS
-from sknet.estimators._base import (
+from sknet.estimators._base import BaseNeuralNetwork
+from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
     REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
-    BaseNeuralNetwork,
     fill_doc,
 )
-from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._neural_net import NeuralNetClassifier, NeuralNetRegressor, _NeuralNet
 from sknet.estimators._regressor import NetworkRegressorMixin
 from sknet.layers import Dense, Dropout
 from sknet.layers._init import SklearnGlorotUniform
@@ -60,11 +67,13 @@ def _check_hidden_layer_sizes(hidden_layer_sizes):
     return sizes
 
 
-class _BaseMLP(BaseNeuralNetwork):
-    """What MLPClassifier and MLPRegressor share: a stack of Dense layers."""
+class _MLPPreset:
+    """What MLPClassifier and MLPRegressor add: a stack of Dense layers on flat rows.
 
-    _parameter_constraints: dict = {
-        **BaseNeuralNetwork._parameter_constraints,
+    List it first in the bases, before the network estimator it presets.
+    """
+
+    _preset_constraints: dict = {
         "hidden_layer_sizes": [
             "array-like",
             Interval(Integral, 1, None, closed="left"),
@@ -74,6 +83,16 @@ class _BaseMLP(BaseNeuralNetwork):
     }
 
     _network_parameters = ("hidden_layer_sizes", "activation", "dropout")
+
+    # scikit-learn's MLP takes flat rows (2-D X) and has no input_shape_.
+    def _validate_Xy(self, X, y, reset, **kwargs):
+        return BaseNeuralNetwork._validate_Xy(self, X, y, reset, **kwargs)
+
+    def _validate_X_predict(self, X):
+        return BaseNeuralNetwork._validate_X_predict(self, X)
+
+    def _network_input_shape(self, n_features):
+        return (n_features,)
 
     def _check_params(self):
         _check_hidden_layer_sizes(self.hidden_layer_sizes)
@@ -93,6 +112,9 @@ class _BaseMLP(BaseNeuralNetwork):
                 layers.append(Dropout(self.dropout))
         layers.append(Dense(self.n_outputs_, init=init))
         return layers
+
+    def _output_layers(self, shape):
+        return []  # the output layer is the last of _build_layers, as in scikit-learn
 
     def _dense_layers(self):
         return [layer for layer in self.layers_ if isinstance(layer, Dense)]
@@ -121,7 +143,7 @@ class _BaseMLP(BaseNeuralNetwork):
         return len(self._dense_layers()) + 1
 
 
-class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
+class MLPClassifier(_MLPPreset, NeuralNetClassifier):
     """Multi-layer perceptron classifier, on NumPy or a CUDA GPU.
 
     A drop-in for :class:`sklearn.neural_network.MLPClassifier` (same
@@ -142,6 +164,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
     See Also
     --------
     MLPRegressor : Multi-layer perceptron regressor.
+    NeuralNetClassifier : The estimator this is a preset of, for any layers.
     sklearn.neural_network.MLPClassifier : scikit-learn's float64 original.
 
     Notes
@@ -169,8 +192,9 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
     """
 
     _parameter_constraints: dict = {
-        **_BaseMLP._parameter_constraints,
+        **_NeuralNet._parameter_constraints,
         **NetworkClassifierMixin._parameter_constraints,
+        **_MLPPreset._preset_constraints,
     }
 
     def __init__(
@@ -241,7 +265,7 @@ class MLPClassifier(NetworkClassifierMixin, _BaseMLP):
         self.loss = loss
 
 
-class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
+class MLPRegressor(_MLPPreset, NeuralNetRegressor):
     """Multi-layer perceptron regressor, on NumPy or a CUDA GPU.
 
     A drop-in for :class:`sklearn.neural_network.MLPRegressor` (same
@@ -258,6 +282,7 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
     See Also
     --------
     MLPClassifier : Multi-layer perceptron classifier.
+    NeuralNetRegressor : The estimator this is a preset of, for any layers.
     sklearn.neural_network.MLPRegressor : scikit-learn's float64 original.
 
     Notes
@@ -281,8 +306,9 @@ class MLPRegressor(NetworkRegressorMixin, _BaseMLP):
     """
 
     _parameter_constraints: dict = {
-        **_BaseMLP._parameter_constraints,
+        **_NeuralNet._parameter_constraints,
         **NetworkRegressorMixin._parameter_constraints,
+        **_MLPPreset._preset_constraints,
     }
 
     def __init__(

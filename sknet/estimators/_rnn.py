@@ -1,25 +1,29 @@
-"""RNNClassifier and RNNRegressor: recurrent networks over sequences."""
+"""RNNClassifier and RNNRegressor: recurrent networks over sequences, a preset.
 
-import math
+A preset of the network estimator: ``cell``, ``units``, ``bidirectional``,
+``dense_units``, ``activation`` and ``dropout`` become a recurrent stack, and
+a flat row becomes a sequence of one feature per step (or of token ids after
+an ``Embedding``). ``layers`` replaces the preset's network.
+"""
+
 from numbers import Integral, Real
 
-import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from sknet.backend import ACTIVATIONS, is_device_array
-from sknet.estimators._base import (
+from sknet.backend import ACTIVATIONS
+from sknet.estimators._classifier import NetworkClassifierMixin
+from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
     REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
-    BaseNeuralNetwork,
     fill_doc,
 )
-from sknet.estimators._classifier import NetworkClassifierMixin
-from sknet.estimators._layer_list import LayerListMixin, positive_ints
+from sknet.estimators._layer_list import positive_ints
+from sknet.estimators._neural_net import NeuralNetClassifier, NeuralNetRegressor, _NeuralNet
 from sknet.estimators._regressor import NetworkRegressorMixin
-from sknet.layers import GRU, LSTM, Dense, Dropout, Embedding, Flatten, SimpleRNN
+from sknet.layers import GRU, LSTM, Dense, Dropout, SimpleRNN
 
 CELLS = {"lstm": LSTM, "gru": GRU, "rnn": SimpleRNN}
 
@@ -73,23 +77,21 @@ _RNN_ATTRIBUTES_DOC = """
 """
 
 
-class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
-    """What RNNClassifier and RNNRegressor share: sequences in, a recurrent stack."""
+class _RNNPreset:
+    """What RNNClassifier and RNNRegressor add: a recurrent stack, sequences in.
+
+    List it first in the bases, before the network estimator it presets.
+    """
 
     _accept_sparse = False
 
-    _parameter_constraints: dict = {
-        **BaseNeuralNetwork._parameter_constraints,
+    _preset_constraints: dict = {
         "cell": [StrOptions(set(CELLS))],
         "units": ["array-like", Interval(Integral, 1, None, closed="left")],
         "bidirectional": ["boolean"],
         "dense_units": ["array-like"],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
-        "layers": [list, tuple, None],
-        "input_shape": [tuple, list, None],
-        "padding_value": [Real, None],
-        "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     }
 
     _network_parameters = (
@@ -103,99 +105,35 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
         "input_shape",
         "padding_value",
     )
+    _max_X_ndim = 3
+    _sample_noun = "sequences"
 
     def _check_params(self):
         if self.layers is None:
             positive_ints(self.units, "units", allow_empty=False)
         positive_ints(self.dense_units, "dense_units")
-        if self.input_shape is not None:
-            positive_ints(self.input_shape, "input_shape", allow_empty=False)
-            if len(self.input_shape) not in (1, 2):
-                raise ValueError(
-                    "input_shape must be (timesteps, features) or (timesteps,), got "
-                    f"{self.input_shape!r}"
-                )
-        self._check_layer_list()
+        super()._check_params()
 
     # -- sequences in ------------------------------------------------------------
-    @staticmethod
-    def _split_sequences(X):
-        """Flat rows of ``X`` and the shape of one sequence (``None`` if flat)."""
-        if hasattr(X, "iloc"):
-            return X, None
-        array = X if is_device_array(X) else np.asarray(X)
-        if array.ndim == 3:
-            return array.reshape(array.shape[0], -1), tuple(array.shape[1:])
-        if array.ndim > 3:
+    def _sample_shape(self, shape, name):
+        values = tuple(positive_ints(shape, name, allow_empty=False))
+        if len(values) not in (1, 2):
             raise ValueError(
-                f"{type(X).__name__} of shape {array.shape}: expected sequences "
-                "(n, timesteps, features) or flat rows (n, timesteps * features)"
+                f"{name} must be (timesteps, features) or (timesteps,), got {shape!r}"
             )
-        return X, None
+        return values
 
-    def _resolve_input_shape(self, n_features, sequence_shape):
-        given = None if self.input_shape is None else tuple(int(v) for v in self.input_shape)
-        if sequence_shape is not None:
-            if given is not None and given != sequence_shape:
-                raise ValueError(
-                    f"input_shape={self.input_shape!r} does not match the sequences in "
-                    f"X, of shape {sequence_shape}"
-                )
-            return sequence_shape
-        if given is not None:
-            if math.prod(given) != n_features:
-                raise ValueError(
-                    f"input_shape={self.input_shape!r} holds {math.prod(given)} values "
-                    f"per sample, but X has {n_features} features"
-                )
-            return given
-        if self._takes_token_ids():
-            return (n_features,)
-        return (n_features, 1)
+    def _too_many_dims(self, shape):
+        return (
+            f"X of shape {shape}: expected sequences (n, timesteps, features) or flat "
+            "rows (n, timesteps * features)"
+        )
 
-    def _takes_token_ids(self):
-        return bool(self.layers) and isinstance(self.layers[0], Embedding)
-
-    def _check_sequence_shape(self, sequence_shape):
-        if sequence_shape is not None and sequence_shape != self.input_shape_:
-            raise ValueError(
-                f"X has sequences of shape {sequence_shape}, but this "
-                f"{type(self).__name__} was fitted on {self.input_shape_}"
-            )
-
-    def _validate_Xy(self, X, y, reset, **kwargs):
-        X, sequence_shape = self._split_sequences(X)
-        X, y = super()._validate_Xy(X, y, reset, **kwargs)
-        if reset:
-            self.input_shape_ = self._resolve_input_shape(X.shape[1], sequence_shape)
-        else:
-            self._check_sequence_shape(sequence_shape)
-        self._check_token_ids(X)
-        return X, y
-
-    def _validate_X_predict(self, X):
-        X, sequence_shape = self._split_sequences(X)
-        if hasattr(self, "input_shape_"):
-            self._check_sequence_shape(sequence_shape)
-        X = super()._validate_X_predict(X)
-        self._check_token_ids(X)
-        return X
-
-    def _check_token_ids(self, X):
-        """Token ids are checked once here (on the device for CuPy X), never per batch."""
-        if self._takes_token_ids():
-            self.layers[0].check_ids(X)
-
-    def _network_input_shape(self, n_features):
-        return self.input_shape_
-
-    def _padding_value(self):
-        return self.padding_value
+    def _default_input_shape(self, n_features):
+        return (n_features,) if self._takes_token_ids() else (n_features, 1)
 
     # -- the network ----------------------------------------------------------------
-    def _build_layers(self):
-        if self.layers is not None:
-            return list(self.layers)
+    def _preset_layers(self):
         Cell, layers = CELLS[self.cell], []
         units = positive_ints(self.units, "units", allow_empty=False)
         for i, size in enumerate(units):
@@ -210,17 +148,13 @@ class _BaseRNN(LayerListMixin, BaseNeuralNetwork):
                 layers.append(Dropout(self.dropout))
         return layers
 
-    def _output_layers(self, shape):
-        head = [] if len(shape) == 1 else [Flatten()]
-        return head + [Dense(self.n_outputs_)]
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False
         return tags
 
 
-class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
+class RNNClassifier(_RNNPreset, NeuralNetClassifier):
     """Recurrent neural-network classifier for sequences, on NumPy or a GPU.
 
     Sequences come as ``(n, timesteps, features)``, or flat rows with
@@ -241,6 +175,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
     See Also
     --------
     RNNRegressor : The same network for regression.
+    NeuralNetClassifier : The estimator this is a preset of, for any layers.
 
     Examples
     --------
@@ -256,8 +191,9 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
     """
 
     _parameter_constraints: dict = {
-        **_BaseRNN._parameter_constraints,
+        **_NeuralNet._parameter_constraints,
         **NetworkClassifierMixin._parameter_constraints,
+        **_RNNPreset._preset_constraints,
     }
 
     def __init__(
@@ -342,7 +278,7 @@ class RNNClassifier(NetworkClassifierMixin, _BaseRNN):
         self.loss = loss
 
 
-class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
+class RNNRegressor(_RNNPreset, NeuralNetRegressor):
     """Recurrent neural-network regressor for sequences, on NumPy or a GPU.
 
     The network of :class:`RNNClassifier` with an identity (squared error) or
@@ -358,6 +294,7 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
     See Also
     --------
     RNNClassifier : The same network for classification.
+    NeuralNetRegressor : The estimator this is a preset of, for any layers.
 
     Examples
     --------
@@ -373,8 +310,9 @@ class RNNRegressor(NetworkRegressorMixin, _BaseRNN):
     """
 
     _parameter_constraints: dict = {
-        **_BaseRNN._parameter_constraints,
+        **_NeuralNet._parameter_constraints,
         **NetworkRegressorMixin._parameter_constraints,
+        **_RNNPreset._preset_constraints,
     }
 
     def __init__(

@@ -347,7 +347,7 @@ class NestedListParams:
     _list_params = ("layers",)
 
     def get_params(self, deep=True):
-        params = super().get_params(deep=False)
+        params = super().get_params(deep=deep)  # other nested objects (a loss)
         if deep:
             for name in self._list_params:
                 items = params.get(name)

@@ -117,7 +117,7 @@ def test_multivariate_sequences_and_shape_errors():
     X, y = rng.rand(60, 7, 3), np.arange(60) % 2
     clf = RNNClassifier(max_iter=2, **FAST).fit(X, y)
     assert clf.input_shape_ == (7, 3) and clf.n_features_in_ == 21
-    with pytest.raises(ValueError, match=r"fitted on \(7, 3\)"):
+    with pytest.raises(ValueError, match=r"fitted on sequences of shape \(7, 3\)"):
         clf.predict(rng.rand(5, 3, 7))
     with pytest.raises(ValueError, match="holds 20 values per sample, but X has 21"):
         RNNClassifier(input_shape=(10, 2), **FAST).fit(X.reshape(60, -1), y)

@@ -1,0 +1,204 @@
+"""The parameter and attribute lists every sknet estimator's docstring shares.
+
+:func:`fill_doc` puts them into a class docstring at its ``%(name)s`` markers,
+so each list is written once.
+"""
+
+TRAINING_PARAMETERS_DOC = """
+    solver : {'lbfgs', 'sgd', 'adam'}, default='adam'
+        ``'adam'`` and ``'sgd'`` train by mini-batches on the backend;
+        ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
+
+    alpha : float, default=0.0001
+        Strength of the L2 penalty, divided by the (weighted) batch size.
+
+    batch_size : int or 'auto', default='auto'
+        Mini-batch size for the stochastic solvers; ``'auto'`` is
+        ``min(200, n_samples)``.
+
+    learning_rate : {'constant', 'invscaling', 'adaptive'}, default='constant'
+        Learning-rate schedule, for ``solver='sgd'`` only.
+
+    learning_rate_init : float, default=0.001
+        Initial learning rate (``'sgd'`` and ``'adam'``).
+
+    power_t : float, default=0.5
+        Exponent of ``'invscaling'``.
+
+    max_iter : int, default=200
+        Maximum number of epochs (stochastic solvers) or iterations (lbfgs).
+
+    shuffle : bool, default=True
+        Whether to shuffle samples in each epoch (stochastic solvers).
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weight initialization, the shuffling, the dropout masks and
+        the early-stopping split. Pass an int for reproducible results.
+
+    tol : float, default=1e-4
+        Tolerance: training stops when the loss (or validation score) does not
+        improve by ``tol`` for ``n_iter_no_change`` epochs.
+
+    verbose : bool or int, default=False
+        True (or any positive int) prints scikit-learn's own lines:
+        ``Iteration 1, loss = 0.69314718`` after every epoch, the validation
+        score with ``early_stopping=True``, and the convergence messages. For
+        a per-epoch table add :class:`~sknet.callbacks.PrintLog` to
+        ``callbacks``; for a progress bar, :class:`~sknet.callbacks.ProgressBar`.
+
+    warm_start : bool, default=False
+        Reuse the weights, and the optimizer's state, of the previous fit.
+
+    momentum : float, default=0.9
+        Momentum of ``solver='sgd'``.
+
+    nesterovs_momentum : bool, default=True
+        Whether ``'sgd'`` uses Nesterov's momentum.
+
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the data (stratified for
+        classification), or use ``X_val``/``y_val`` given to ``fit``, and stop
+        when the validation score (see ``scoring``) stops improving; the
+        weights of the best epoch are restored. A loss that becomes non-finite
+        then ends training with those weights and a ``ConvergenceWarning``.
+
+    validation_fraction : float, default=0.1
+        Size of the early-stopping validation set.
+
+    scoring : str, callable or None, default=None
+        The validation score (``valid_score``, ``validation_scores_``, and
+        what early stopping watches): ``None`` is the estimator's ``score``
+        (accuracy, or R² for regressors); ``'loss'`` the negative validation
+        loss; any scikit-learn scorer name (``'balanced_accuracy'``,
+        ``'neg_log_loss'``, ...) or callable ``scorer(estimator, X, y)``.
+
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of Adam's moment estimates.
+
+    epsilon : float, default=1e-8
+        Adam's numerical-stability constant.
+
+    n_iter_no_change : int, default=10
+        Epochs without ``tol`` improvement before stopping.
+
+    max_fun : int, default=15000
+        Maximum number of loss evaluations, ``solver='lbfgs'`` only.
+
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default='auto'
+        Where to train: ``'auto'`` is the ``SKNET_DEVICE`` environment variable
+        if set, else the GPU when CuPy sees one, else the CPU.
+
+    max_device_memory : int, str or None, default=None
+        The most device memory the fit may plan with, in bytes or as a string
+        such as ``'8GB'`` or ``'512MiB'``; ``None``: what is free on a GPU (no
+        limit on the CPU). When the training data, with the model, its
+        optimizer state and a batch's activations, would not fit, ``fit`` and
+        ``partial_fit`` keep the data in host memory and stream them to the
+        device in chunks of many batches (``data_placement_``); the model is
+        the same. See :func:`sknet.utils.estimate_memory`.
+
+    dtype : {'float32', 'float64'}, default='float32'
+        Floating type of the weights and of the computation.
+
+    callbacks : list of Callback, default=None
+        Objects from :mod:`sknet.callbacks` (or your own) called during
+        training, after the estimator's own rules; ``fit`` works on copies,
+        stored in ``callbacks_``.
+"""
+
+FITTED_ATTRIBUTES_DOC = """
+    loss_ : float
+        The loss at the end of training (with the L2 penalty).
+
+    best_loss_ : float or None
+        The minimum loss reached; ``None`` with ``early_stopping=True``.
+
+    loss_curve_ : list of float
+        The loss after each epoch (stochastic solvers only).
+
+    validation_scores_ : list of float or None
+        The validation score after each epoch with ``early_stopping=True``.
+
+    best_validation_score_ : float or None
+        The best validation score with ``early_stopping=True``.
+
+    t_ : int
+        Number of training samples seen by the solver.
+
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit, when ``X`` had string column names.
+
+    n_iter_ : int
+        Number of epochs (or lbfgs iterations) run by the last call to fit.
+
+    n_outputs_ : int
+        Number of outputs.
+
+    out_activation_ : str
+        Name of the output activation.
+
+    network_ : Network
+        The built network: its layers, the input shape they take, the backend
+        they live on (sknet only).
+
+    layers_ : list of Layer
+        The built layers, ``network_.layers`` (sknet only).
+
+    device_ : str
+        The device the model was trained on, e.g. ``'cpu'`` or ``'cuda:0'``.
+
+    data_placement_ : {'device', 'streamed'}
+        Where the last fit kept the training data: moved to the device once,
+        or kept in host memory and streamed to the device in chunks (when they
+        did not fit; see ``max_device_memory``).
+
+    history_ : list of dict
+        One row per epoch (per iteration with lbfgs), across warm starts:
+        ``epoch``, ``train_loss``, ``valid_loss`` and ``valid_score`` (with a
+        validation set; the loss without the L2 term), ``learning_rate``,
+        ``duration`` in seconds. ``valid_score`` is the ``scoring``.
+
+    callbacks_ : list of Callback
+        The copies of ``callbacks`` used by the last fit.
+"""
+
+
+def fill_doc(cls, **sections):
+    """Put the shared parameter and attribute lists into ``cls``'s docstring."""
+    if cls.__doc__:  # None under python -OO
+        for name, text in sections.items():
+            cls.__doc__ = cls.__doc__.replace(f"    %({name})s", text.strip("\n") + "\n")
+
+
+CLASSIFIER_LOSS_DOC = """
+    loss : {'log_loss', 'focal'} or Loss, default='log_loss'
+        The loss to minimize: the log-loss (scikit-learn's), ``'focal'``
+        (:class:`~sknet.losses.FocalLoss`, ``gamma=2``, for rare classes), or
+        any :class:`~sknet.losses.Loss` object, such as ``FocalLoss(gamma=1)``
+        or your own subclass; grid-search its parameters as ``loss__gamma``.
+"""
+
+REGRESSOR_LOSS_DOC = """
+    loss : {'squared_error', 'absolute_error', 'huber', 'quantile', \
+'poisson'} or Loss, default='squared_error'
+        The loss to minimize (see :mod:`sknet.losses`): half the squared
+        error, the absolute error (a median), Huber's loss
+        (:class:`~sknet.losses.Huber`, ``delta=1``: robust to outliers), the
+        pinball loss (:class:`~sknet.losses.Quantile`, ``quantile=0.5``; give
+        ``Quantile(0.9)`` for the 90th percentile), half the Poisson deviance
+        with a log link (exponential output; needs ``y >= 0``), or any
+        :class:`~sknet.losses.Loss` object; grid-search its parameters as
+        ``loss__delta``.
+"""
+
+CLASS_WEIGHT_DOC = """
+    class_weight : dict, 'balanced' or None, default=None
+        Weights of the classes, ``{label: weight}``, multiplied into
+        ``sample_weight`` as in scikit-learn's linear models. ``'balanced'``
+        uses ``n_samples / (n_classes * np.bincount(y))`` (not with
+        ``partial_fit``, whose batches do not show the class frequencies).
+        With early stopping, consider ``scoring='balanced_accuracy'``.
+"""

@@ -1,0 +1,300 @@
+"""Tests for sknet/estimators/_neural_net.py: one estimator for any layers and any input.
+
+Tabular, image, sequence and token-id input with custom layers; the presets
+(MLP, ConvNet, RNN) are the same estimator as NeuralNet* with their layer list;
+the input-shape rules and their errors; ConvNetRegressor.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sknet import (
+    ConvNetClassifier,
+    ConvNetRegressor,
+    MLPClassifier,
+    MLPRegressor,
+    NeuralNetClassifier,
+    NeuralNetRegressor,
+    RNNClassifier,
+    RNNRegressor,
+)
+from sknet.layers import (
+    LSTM,
+    Conv2D,
+    Dense,
+    Embedding,
+    Flatten,
+    GlobalAvgPool1D,
+    MaxPool2D,
+    Residual,
+    TimeDistributed,
+)
+from tests.custom_layers import GLU, LayerNorm
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _weights(est):
+    return [np.asarray(w) for w in est.network_.weights()]
+
+
+def _assert_same_model(a, b):
+    for wa, wb in zip(_weights(a), _weights(b), strict=True):
+        assert_array_equal(wa, wb)
+
+
+# -- any input, with custom layers ---------------------------------------------------------
+
+
+def test_tabular_input_with_a_custom_layer(digits):
+    X, y = digits
+    clf = NeuralNetClassifier(
+        [GLU(32), LayerNorm(), Dense(16, activation="relu")],
+        max_iter=30,
+        random_state=0,
+        device="cpu",
+    ).fit(X[:1200], y[:1200])
+    assert clf.input_shape_ == (64,)
+    assert [type(layer).__name__ for layer in clf.layers_] == [
+        "GLU",
+        "LayerNorm",
+        "Dense",
+        "Dense",
+    ]
+    assert clf.score(X[1200:], y[1200:]) > 0.9
+
+
+def test_image_input_of_four_dimensions(digits):
+    X, y = digits
+    images = X.reshape(-1, 1, 8, 8)
+    clf = NeuralNetClassifier(
+        [
+            Conv2D(8, 3, padding="same", activation="relu"),
+            Residual([Conv2D(8, 3, padding="same")]),
+            MaxPool2D(2),
+        ],
+        max_iter=15,
+        random_state=0,
+        device="cpu",
+    ).fit(images[:1200], y[:1200])
+    assert clf.input_shape_ == (1, 8, 8)
+    assert type(clf.layers_[-2]).__name__ == "Flatten"  # appended before the output
+    assert clf.score(images[1200:], y[1200:]) > 0.7
+    # Flat rows of the same images predict the same.
+    assert_array_equal(clf.predict_proba(X[1200:]), clf.predict_proba(images[1200:]))
+
+
+def test_sequence_regression_with_a_custom_layer_in_time():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(300, 6, 3))
+    y = X[:, :, 0].sum(axis=1)
+    reg = NeuralNetRegressor(
+        [TimeDistributed(GLU(8)), LSTM(16)],
+        learning_rate_init=0.01,
+        max_iter=60,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    assert reg.input_shape_ == (6, 3)
+    assert reg.score(X, y) > 0.8
+
+
+def test_token_ids_with_an_embedding():
+    rng = np.random.RandomState(0)
+    X = rng.randint(1, 20, size=(400, 8))
+    y = (X == 7).any(axis=1).astype(int)
+    clf = NeuralNetClassifier(
+        [Embedding(20, 8), LSTM(16)],
+        learning_rate_init=0.01,
+        max_iter=40,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    assert clf.input_shape_ == (8,)
+    assert clf.score(X, y) > 0.9
+    with pytest.raises(ValueError, match="token id"):
+        clf.predict(np.full((2, 8), 25))
+
+
+def test_flat_rows_reshaped_by_input_shape_after_a_scaler(digits):
+    X, y = digits
+    pipe = make_pipeline(
+        StandardScaler(),
+        NeuralNetClassifier(
+            [Conv2D(4, 3, activation="relu"), Flatten()],
+            input_shape=(1, 8, 8),
+            max_iter=10,
+            random_state=0,
+            device="cpu",
+        ),
+    ).fit(X[:600], y[:600])
+    assert pipe[-1].input_shape_ == (1, 8, 8)
+    assert pipe[-1].layers_[0].output_shape_ == (4, 6, 6)
+
+
+def test_default_layers_flatten_samples_that_are_not_flat(digits):
+    X, y = digits
+    clf = NeuralNetClassifier(max_iter=5, random_state=0, device="cpu")
+    clf.fit(X[:300].reshape(-1, 8, 8), y[:300])
+    assert [type(layer).__name__ for layer in clf.layers_] == ["Flatten", "Dense", "Dense"]
+    assert clf.layers_[1].units == 100
+    flat = NeuralNetClassifier(max_iter=5, random_state=0, device="cpu").fit(X[:300], y[:300])
+    assert [type(layer).__name__ for layer in flat.layers_] == ["Dense", "Dense"]
+
+
+# -- the input-shape rules and their errors --------------------------------------------------
+
+
+def test_input_shape_must_hold_the_features(digits):
+    X, y = digits
+    clf = NeuralNetClassifier([Flatten()], input_shape=(3, 5), device="cpu")
+    with pytest.raises(ValueError, match=r"holds 15 values per sample, but X has 64"):
+        clf.fit(X[:50], y[:50])
+
+
+def test_input_shape_must_match_shaped_samples(digits):
+    X, y = digits
+    clf = NeuralNetClassifier([Flatten()], input_shape=(4, 16), device="cpu")
+    with pytest.raises(ValueError, match="does not match the samples in X"):
+        clf.fit(X[:50].reshape(-1, 8, 8), y[:50])
+
+
+def test_predict_refuses_samples_of_another_shape(digits):
+    X, y = digits
+    clf = NeuralNetClassifier([Flatten()], max_iter=2, device="cpu")
+    clf.fit(X[:100].reshape(-1, 8, 8), y[:100])
+    with pytest.raises(ValueError, match=r"fitted on samples of shape \(8, 8\)"):
+        clf.predict(X[:5].reshape(-1, 4, 16))
+    assert clf.predict(X[:5]).shape == (5,)  # flat rows of the right size are fine
+
+
+@pytest.mark.parametrize("bad", [(0, 8), (-1,), "abc", ()])
+def test_bad_input_shape_is_a_clear_error(digits, bad):
+    X, y = digits
+    with pytest.raises(ValueError, match="input_shape"):
+        NeuralNetClassifier(input_shape=bad, device="cpu").fit(X[:20], y[:20])
+
+
+def test_layers_that_do_not_fit_the_samples_say_so(digits):
+    X, y = digits
+    clf = NeuralNetClassifier([Conv2D(4, 3)], device="cpu")
+    with pytest.raises(ValueError, match="Conv2D"):
+        clf.fit(X[:20], y[:20])  # flat samples: no channels, no image
+
+
+# -- presets are the same estimator ----------------------------------------------------------
+
+
+def test_presets_are_network_estimators():
+    for preset in (MLPClassifier, ConvNetClassifier, RNNClassifier):
+        assert issubclass(preset, NeuralNetClassifier)
+    for preset in (MLPRegressor, ConvNetRegressor, RNNRegressor):
+        assert issubclass(preset, NeuralNetRegressor)
+    # Each takes its own parameters, not the general estimator's it does not use.
+    assert "layers" not in MLPClassifier().get_params()
+    assert "hidden_layer_sizes" not in NeuralNetClassifier().get_params()
+    assert "clip_norm" not in ConvNetClassifier().get_params()
+
+
+def test_convnet_preset_is_the_network_of_its_layers(digits):
+    X, y = digits
+    preset = ConvNetClassifier(
+        conv_filters=(4,), dense_units=(16,), max_iter=3, random_state=0, device="cpu"
+    ).fit(X[:300], y[:300])
+    general = NeuralNetClassifier(
+        [clone(layer) for layer in preset._preset_layers()],
+        input_shape=(1, 8, 8),
+        max_iter=3,
+        random_state=0,
+        device="cpu",
+    ).fit(X[:300], y[:300])
+    _assert_same_model(preset, general)
+    assert preset.loss_curve_ == general.loss_curve_
+
+
+def test_rnn_preset_is_the_network_of_its_layers():
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(120, 5, 2)), rng.randint(0, 2, 120)
+    preset = RNNClassifier(units=(6,), max_iter=3, random_state=0, device="cpu").fit(X, y)
+    general = NeuralNetClassifier(
+        [clone(layer) for layer in preset._preset_layers()],
+        clip_norm=5.0,
+        max_iter=3,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    _assert_same_model(preset, general)
+
+
+# -- the scikit-learn contract with a layer list -----------------------------------------------
+
+
+def test_grid_search_over_the_layers_entries(digits):
+    X, y = digits
+    clf = NeuralNetClassifier([Dense(8, activation="relu")], max_iter=5, device="cpu")
+    grid = GridSearchCV(clf, {"layers__0__units": [4, 16]}, cv=2).fit(X[:200], y[:200])
+    assert grid.best_estimator_.layers_[0].units in (4, 16)
+    assert clf.layers[0].units == 8  # the searched estimator's layers are untouched
+
+
+def test_pickled_model_predicts_the_same(digits):
+    X, y = digits
+    clf = NeuralNetRegressor(
+        [GLU(8), Dense(4, activation="tanh")], max_iter=5, random_state=0, device="cpu"
+    ).fit(X[:200], y[:200] / 9.0)
+    restored = pickle.loads(pickle.dumps(clf))
+    assert_array_equal(restored.predict(X[:20]), clf.predict(X[:20]))
+
+
+def test_warm_start_refuses_other_layers(digits):
+    X, y = digits
+    clf = NeuralNetClassifier([Dense(8)], max_iter=2, warm_start=True, device="cpu")
+    clf.fit(X[:100], y[:100])
+    clf.set_params(layers=[Dense(16)])
+    with pytest.raises(ValueError, match="layers changed"):
+        clf.fit(X[:100], y[:100])
+
+
+# -- ConvNetRegressor ---------------------------------------------------------------------------
+
+
+def test_convnet_regressor_on_images_with_two_targets(digits):
+    X, y = digits
+    images = X.reshape(-1, 8, 8)
+    targets = np.column_stack([images[:, :4].mean(axis=(1, 2)), images[:, 4:].mean(axis=(1, 2))])
+    reg = ConvNetRegressor(
+        conv_filters=(4,),
+        dense_units=(16,),
+        learning_rate_init=0.01,
+        max_iter=40,
+        random_state=0,
+        device="cpu",
+    ).fit(images[:1200], targets[:1200])
+    assert reg.input_shape_ == (1, 8, 8)
+    assert reg.predict(images[1200:]).shape == (len(images) - 1200, 2)
+    assert reg.score(images[1200:], targets[1200:]) > 0.5
+
+
+def test_convnet_regressor_takes_scikit_learn_loss_names(digits):
+    X, y = digits
+    reg = ConvNetRegressor(
+        loss="poisson", conv_filters=(2,), dense_units=(4,), max_iter=3, device="cpu"
+    )
+    reg.fit(X[:100], y[:100])
+    assert reg.out_activation_ == "exp"
+    assert (reg.predict(X[:10]) > 0).all()
+
+
+def test_global_pooling_regressor_of_mean_values():
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(200, 4, 2))
+    reg = NeuralNetRegressor([TimeDistributed(Dense(4)), GlobalAvgPool1D()], device="cpu")
+    reg.set_params(max_iter=3, random_state=0).fit(X, X.mean(axis=(1, 2)))
+    assert reg.layers_[-1].units == 1
