@@ -1,12 +1,16 @@
 """One sknet model trained on data spread over a Dask cluster.
 
-What it holds: the public API (:class:`DataParallel`, :class:`WorkerLostError`).
+What it holds: the public API (:class:`DataParallel`, :class:`WorkerLostError`)
+in :mod:`~sknet.distributed._data_parallel`, the driver that runs a fit's
+periods from the client (:mod:`~sknet.distributed._driver`) and what runs on
+each worker (:mod:`~sknet.distributed._worker`).
 
 What it may import: :mod:`sknet.estimators`, :mod:`sknet.engine` and below.
 Dask itself is imported only when a fit runs (``pip install
 "sknet-nn[distributed]"``).
 """
 
-from sknet.distributed._data_parallel import DataParallel, WorkerLostError
+from sknet.distributed._data_parallel import DataParallel
+from sknet.distributed._driver import WorkerLostError
 
 __all__ = ["DataParallel", "WorkerLostError"]
