@@ -35,8 +35,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from sknet.autodiff._recording import values_and_gradient
-from sknet.backend import get_array_module
-from sknet.backend._base import ACTIVATIONS
+from sknet.backend import ACTIVATIONS, get_array_module
 
 __all__ = [
     "AbsoluteError",

@@ -8,8 +8,7 @@ gradient) for :func:`where`.
 import math
 
 from sknet.autodiff._variable import record, shape_of, unbroadcast, value
-from sknet.backend import get_array_module
-from sknet.backend._base import ACTIVATIONS
+from sknet.backend import ACTIVATIONS, get_array_module
 
 
 def _xp(*inputs):

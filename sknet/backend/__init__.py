@@ -14,13 +14,16 @@ import functools
 import os
 import re
 
-from sknet.backend._base import ACTIVATIONS, Backend, activation_needs_input
+from sknet.backend._activations import ACTIVATIONS, activation_needs_input
+from sknet.backend._base import Backend
 from sknet.backend._numpy import NumpyBackend
+from sknet.backend._streaming import RowStream
 
 __all__ = [
     "ACTIVATIONS",
     "Backend",
     "CUPY_AVAILABLE",
+    "RowStream",
     "activation_needs_input",
     "cuda_device_count",
     "get_backend",

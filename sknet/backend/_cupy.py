@@ -12,14 +12,9 @@ import cupyx.scipy.sparse as cpsp
 import numpy as np
 import scipy.sparse as sp
 
-from sknet.backend._base import (
-    ELU_ALPHA,
-    LEAKY_RELU_SLOPE,
-    Backend,
-    RowStream,
-    conv_outsize,
-    gather_rows,
-)
+from sknet.backend._activations import ELU_ALPHA, LEAKY_RELU_SLOPE
+from sknet.backend._base import Backend, conv_outsize
+from sknet.backend._streaming import RowStream, gather_rows
 
 # Fused forward (in place allowed: out may alias z) and backward kernels.
 # Backward kernels receive the forward output y and the input z.

@@ -24,7 +24,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.distributed._driver import WorkerLostError, _Driver, _Inputs
+from sknet.distributed._driver import _Driver, _Inputs
 from sknet.engine._trainer import batches_run_by
 from sknet.estimators._base import BaseNeuralNetwork
 

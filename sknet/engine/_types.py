@@ -9,7 +9,7 @@ from collections import namedtuple
 #: Training data already on the backend: X, 2-D float targets Y, weights w or None.
 BackendData = namedtuple("BackendData", "X Y w")
 #: Training data kept on the host (X, Y, w) and brought to the backend by ``stream``
-#: (a :class:`~sknet.backend._base.RowStream`) in chunks of ``chunk_rows`` rows.
+#: (a :class:`~sknet.backend.RowStream`) in chunks of ``chunk_rows`` rows.
 StreamedData = namedtuple("StreamedData", "X Y w chunk_rows stream")
 
 

@@ -11,8 +11,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sknet import autodiff as ad
-from sknet.backend import get_array_module
-from sknet.backend._base import ACTIVATIONS
+from sknet.backend import ACTIVATIONS, get_array_module
 
 rng = np.random.RandomState(0)
 

@@ -21,8 +21,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
-from sknet.backend import get_backend
-from sknet.backend._base import RowStream
+from sknet.backend import RowStream, get_backend
 from sknet.engine._memory import PARTS, format_bytes, parse_bytes
 from sknet.layers import Conv2D, Dense, Flatten, MaxPool2D
 from sknet.utils import MemoryEstimate, estimate_memory
