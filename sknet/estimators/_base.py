@@ -1,13 +1,12 @@
 """BaseNeuralNetwork: the scikit-learn face every sknet estimator shares.
 
 The estimator validates parameters and data on the host (scikit-learn's
-rules and messages), resolves the backend, builds its network on the first
-fit (:mod:`sknet.engine._network`), moves the data there once and hands it to the
-trainer (:mod:`sknet.engine._trainer`), with scikit-learn's convergence rules as a
-built-in callback (:mod:`sknet.engine._convergence`), all inside a fit transaction
+rules and messages), resolves the backend and, inside a fit transaction
 (:mod:`sknet.engine._transaction`) so a failed or interrupted fit leaves the
-previous model. What stays here: parameters, input and target validation,
-the warm-start contract, fitted attributes, prediction and persistence.
+previous model, runs the steps of :mod:`sknet.estimators._training`: build
+the network, place the data, train. What stays here: parameters, input and
+target validation, the warm-start contract, fitted attributes, prediction
+and persistence.
 Subclasses say which layers to build, how targets are encoded and how a
 validation set is scored.
 """
@@ -26,31 +25,22 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet import _version
 from sknet.backend import get_backend, is_device_array
-from sknet.engine._callbacks import TrainingState, copy_callbacks
-from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
-from sknet.engine._lbfgs import run_lbfgs
+from sknet.engine._convergence import ScikitLearnConvergence
 from sknet.engine._memory import parse_bytes
 from sknet.engine._network import Network
-from sknet.engine._optimizers import make_optimizer
 from sknet.engine._placement import (
-    backend_data,
-    check_full_batch_fits,
     out_of_memory_message,
-    place_training_data,
 )
-from sknet.engine._trainer import Trainer, resolve_batch_size
 from sknet.engine._transaction import FitTransaction
 from sknet.engine._types import Diverged, NoRoomForBatch
 from sknet.engine._validation import (
     check_device_X,
     check_sample_weight,
-    make_evaluator,
     validation_set,
     validation_split,
 )
 from sknet.engine._warm_start import check_same_network, network_signature
-
-_STOCHASTIC_SOLVERS = ("sgd", "adam")
+from sknet.estimators._training import STOCHASTIC_SOLVERS, train
 
 
 class SknetVersionWarning(UserWarning):
@@ -170,7 +160,7 @@ class BaseNeuralNetwork(BaseEstimator):
         )
 
     def _check_solver(self):
-        if self.solver not in _STOCHASTIC_SOLVERS:
+        if self.solver not in STOCHASTIC_SOLVERS:
             raise AttributeError(
                 "partial_fit is only available for stochastic optimizers. "
                 f"{self.solver} is not stochastic."
@@ -287,7 +277,8 @@ class BaseNeuralNetwork(BaseEstimator):
             rng = check_random_state(self.random_state)
             try:
                 with backend.device_context():
-                    self._train(
+                    train(
+                        self,
                         X,
                         Y,
                         sample_weight,
@@ -312,48 +303,6 @@ class BaseNeuralNetwork(BaseEstimator):
                     "increase alpha."
                 ) from None
         return self
-
-    def _train(self, X, Y, sample_weight, validation, backend, rng, first_pass, incremental, used):
-        """Build or continue the network, then run the trainer (inside the transaction)."""
-        if first_pass:
-            self._initialize(X.shape[1], Y.shape[1], backend, rng)
-        else:
-            self.network_.to_backend(backend).astype(self._np_dtype)
-            self.network_.take_training_flags(self._build_layers())  # (un)freezing
-            self._loss = self._make_loss()  # new loss parameters take effect
-        self.device_ = backend.name
-        self.network_.reseed(self.t_)
-        self.callbacks_ = copy_callbacks(self.callbacks)
-        trainer = Trainer(
-            self.network_,
-            self._loss,
-            alpha=self.alpha,
-            clip_norm=getattr(self, "clip_norm", None),
-            callbacks=self._builtin_callbacks(incremental) + self.callbacks_,
-        )
-        if self.solver == "lbfgs":
-            self._train_lbfgs(trainer, X, Y, sample_weight, validation)
-        else:
-            self._train_stochastic(
-                trainer,
-                X,
-                Y,
-                sample_weight,
-                validation,
-                rng,
-                max_epochs=1 if incremental else self.max_iter,
-                used=used,
-            )
-        xp = backend.xp
-        if not all(bool(xp.isfinite(w).all()) for w in self.network_.weights()):
-            raise Diverged("The weights became non-finite.")
-
-    def _builtin_callbacks(self, incremental):
-        """scikit-learn's reporting and convergence rules, before the user's callbacks."""
-        callbacks = [ScikitLearnLog()] if self.verbose else []
-        if self.solver in _STOCHASTIC_SOLVERS:
-            callbacks.append(ScikitLearnConvergence(incremental=incremental))
-        return callbacks
 
     def _initialize(self, n_features, n_outputs, backend, rng):
         """Build the network and reset every piece of fitted state (first fit)."""
@@ -390,78 +339,8 @@ class BaseNeuralNetwork(BaseEstimator):
         self._loss = self._make_loss()
         self.out_activation_ = self._loss.out_activation
         self.history_ = []
-        if self.solver in _STOCHASTIC_SOLVERS:
+        if self.solver in STOCHASTIC_SOLVERS:
             ScikitLearnConvergence.reset(self)
-
-    # -- the two solvers --------------------------------------------------------------
-    def _train_stochastic(self, trainer, X, Y, sample_weight, validation, rng, max_epochs, used):
-        train_rows = None
-        if self.early_stopping and validation is None:
-            train_rows, val_rows = self._validation_split(Y, rng)
-            validation = tuple(None if a is None else a[val_rows] for a in (X, Y, sample_weight))
-        n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
-        batch_size = used["batch_size"] = resolve_batch_size(self.batch_size, n_train)
-        self._optimizer = make_optimizer(self, trainer)
-        placement, data = place_training_data(
-            self,
-            trainer,
-            self._optimizer,
-            (X, Y, sample_weight),
-            validation,
-            train_rows=train_rows,
-            batch_size=batch_size,
-        )
-        used["placement"] = placement
-        state = TrainingState(
-            self,
-            self.network_,
-            self._optimizer,
-            n_train_rows=n_train,
-            batch_size=batch_size,
-            history=self.history_,
-            has_validation=validation is not None,
-        )
-        trainer.run_epochs(
-            data,
-            self._optimizer,
-            state,
-            batch_size=batch_size,
-            max_epochs=max_epochs,
-            rng=rng,
-            shuffle=self.shuffle,
-            train_rows=train_rows,
-            sample_weight=sample_weight,
-            evaluate=make_evaluator(
-                self,
-                trainer,
-                validation,
-                on_device=placement.validation_on_device,
-                chunk_rows=placement.validation_chunk_rows,
-            ),
-        )
-
-    def _train_lbfgs(self, trainer, X, Y, sample_weight, validation):
-        check_full_batch_fits(self, trainer, (X, Y, sample_weight), validation)
-        self.data_placement_ = "device"
-        data = backend_data(self, trainer.backend, X, Y, sample_weight)
-        state = TrainingState(
-            self,
-            self.network_,
-            None,
-            n_train_rows=X.shape[0],
-            batch_size=X.shape[0],
-            history=self.history_,
-            has_validation=validation is not None,
-        )
-        self.loss_, self.n_iter_ = run_lbfgs(
-            trainer,
-            data,
-            state,
-            max_iter=self.max_iter,
-            max_fun=self.max_fun,
-            tol=self.tol,
-            evaluate=make_evaluator(self, trainer, validation),
-        )
 
     def _validation_split(self, Y, rng):
         return validation_split(self, Y, rng)

@@ -1,0 +1,138 @@
+"""The steps of a fit after validation: build or continue the network, run a solver.
+
+:func:`train` is what :meth:`BaseNeuralNetwork._fit
+<sknet.estimators._base.BaseNeuralNetwork._fit>` runs inside its fit
+transaction: it builds the network on a first fit (or continues it, with the
+layers' new ``trainable``/``lr_scale`` and the new loss), makes the trainer
+with scikit-learn's convergence rules as built-in callbacks, and runs
+mini-batches (:func:`train_stochastic`: the data placed on the device or
+streamed) or L-BFGS (:func:`train_lbfgs`).
+"""
+
+from sknet.engine._callbacks import TrainingState, copy_callbacks
+from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
+from sknet.engine._lbfgs import run_lbfgs
+from sknet.engine._optimizers import make_optimizer
+from sknet.engine._placement import backend_data, check_full_batch_fits, place_training_data
+from sknet.engine._trainer import Trainer, resolve_batch_size
+from sknet.engine._types import Diverged
+from sknet.engine._validation import make_evaluator
+
+#: The solvers that train by mini-batches (partial_fit, callbacks per batch).
+STOCHASTIC_SOLVERS = ("sgd", "adam")
+
+
+def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, incremental, used):
+    """Build or continue the network, then run the trainer (inside the transaction)."""
+    if first_pass:
+        est._initialize(X.shape[1], Y.shape[1], backend, rng)
+    else:
+        est.network_.to_backend(backend).astype(est._np_dtype)
+        est.network_.take_training_flags(est._build_layers())  # (un)freezing
+        est._loss = est._make_loss()  # new loss parameters take effect
+    est.device_ = backend.name
+    est.network_.reseed(est.t_)
+    est.callbacks_ = copy_callbacks(est.callbacks)
+    trainer = Trainer(
+        est.network_,
+        est._loss,
+        alpha=est.alpha,
+        clip_norm=getattr(est, "clip_norm", None),
+        callbacks=builtin_callbacks(est, incremental) + est.callbacks_,
+    )
+    if est.solver == "lbfgs":
+        train_lbfgs(est, trainer, X, Y, sample_weight, validation)
+    else:
+        train_stochastic(
+            est,
+            trainer,
+            X,
+            Y,
+            sample_weight,
+            validation,
+            rng,
+            max_epochs=1 if incremental else est.max_iter,
+            used=used,
+        )
+    xp = backend.xp
+    if not all(bool(xp.isfinite(w).all()) for w in est.network_.weights()):
+        raise Diverged("The weights became non-finite.")
+
+
+def builtin_callbacks(est, incremental):
+    """scikit-learn's reporting and convergence rules, before the user's callbacks."""
+    callbacks = [ScikitLearnLog()] if est.verbose else []
+    if est.solver in STOCHASTIC_SOLVERS:
+        callbacks.append(ScikitLearnConvergence(incremental=incremental))
+    return callbacks
+
+
+def train_stochastic(est, trainer, X, Y, sample_weight, validation, rng, max_epochs, used):
+    train_rows = None
+    if est.early_stopping and validation is None:
+        train_rows, val_rows = est._validation_split(Y, rng)
+        validation = tuple(None if a is None else a[val_rows] for a in (X, Y, sample_weight))
+    n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
+    batch_size = used["batch_size"] = resolve_batch_size(est.batch_size, n_train)
+    est._optimizer = make_optimizer(est, trainer)
+    placement, data = place_training_data(
+        est,
+        trainer,
+        est._optimizer,
+        (X, Y, sample_weight),
+        validation,
+        train_rows=train_rows,
+        batch_size=batch_size,
+    )
+    used["placement"] = placement
+    state = TrainingState(
+        est,
+        est.network_,
+        est._optimizer,
+        n_train_rows=n_train,
+        batch_size=batch_size,
+        history=est.history_,
+        has_validation=validation is not None,
+    )
+    trainer.run_epochs(
+        data,
+        est._optimizer,
+        state,
+        batch_size=batch_size,
+        max_epochs=max_epochs,
+        rng=rng,
+        shuffle=est.shuffle,
+        train_rows=train_rows,
+        sample_weight=sample_weight,
+        evaluate=make_evaluator(
+            est,
+            trainer,
+            validation,
+            on_device=placement.validation_on_device,
+            chunk_rows=placement.validation_chunk_rows,
+        ),
+    )
+
+
+def train_lbfgs(est, trainer, X, Y, sample_weight, validation):
+    check_full_batch_fits(est, trainer, (X, Y, sample_weight), validation)
+    est.data_placement_ = "device"
+    data = backend_data(est, trainer.backend, X, Y, sample_weight)
+    state = TrainingState(
+        est,
+        est.network_,
+        None,
+        n_train_rows=X.shape[0],
+        batch_size=X.shape[0],
+        history=est.history_,
+        has_validation=validation is not None,
+    )
+    est.loss_, est.n_iter_ = run_lbfgs(
+        trainer,
+        data,
+        state,
+        max_iter=est.max_iter,
+        max_fun=est.max_fun,
+        tol=est.tol,
+        evaluate=make_evaluator(est, trainer, validation),
+    )
