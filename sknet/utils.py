@@ -6,6 +6,7 @@ import numpy as np
 
 from sknet.backend import get_backend
 from sknet.engine._memory import MemoryEstimate, estimate_memory
+from sknet.losses import make_loss
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
 
@@ -204,7 +205,6 @@ def check_loss_gradients(
     >>> check_loss_gradients(Huber(delta=0.5)) < 1e-6
     True
     """
-    from sknet.losses import make_loss
 
     loss = make_loss(loss, target_type)
     backend = get_backend(device) if isinstance(device, str) else device

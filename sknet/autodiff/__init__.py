@@ -1,5 +1,8 @@
 """Automatic differentiation over sknet's arrays (NumPy or CuPy).
 
+What it holds: recorded variables, the differentiable primitives and their
+vector-Jacobian products. What it may import: :mod:`sknet.backend` only.
+
 Write a layer's forward pass (or a loss's per-sample value) with these
 functions and the usual operators, and sknet derives the backward pass: while
 a layer trains, its input and parameters are recorded :class:`Variable`

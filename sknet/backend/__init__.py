@@ -8,6 +8,9 @@ Use :func:`get_backend` to turn a device string into a :class:`Backend`::
 
 Only this package imports CuPy, and only inside ``try``/``except``: importing
 sknet never needs a GPU.
+
+What it holds: the backends, their kernels (NumPy, Numba, CuPy), the
+activations and row streaming. What it may import: nothing else of sknet.
 """
 
 import functools
@@ -158,3 +161,6 @@ def get_array_module(x):
 def is_device_array(x):
     """Whether ``x`` is a CuPy (device) array, dense or sparse."""
     return type(x).__module__.split(".")[0] in ("cupy", "cupyx")
+
+
+Backend.resolve = staticmethod(get_backend)  # backends unpickle by name through it

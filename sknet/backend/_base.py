@@ -45,10 +45,12 @@ class Backend(RecurrentKernels):
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r})"
 
-    def __reduce__(self):
-        from sknet.backend import get_backend
+    #: How a name becomes a backend again (``sknet.backend.get_backend``, which
+    #: the package registers here: this module does not import its package).
+    resolve = None
 
-        return (get_backend, (self.name,))
+    def __reduce__(self):
+        return (type(self).resolve, (self.name,))
 
     def __eq__(self, other):
         return isinstance(other, Backend) and other.name == self.name

@@ -4,6 +4,10 @@ Every layer follows the contract of :class:`Layer`: configured in ``__init__``,
 given parameters in ``build``, run with ``forward``/``backward`` (or ``forward``
 alone, differentiated by :mod:`sknet.autodiff`). Check a layer you write with
 :func:`sknet.utils.check_layer_gradients`.
+
+What it holds: the Layer contract, the stock layers, the containers, the
+initializers, :func:`from_estimator` and :class:`Lambda`. What it may import:
+:mod:`sknet.autodiff` and :mod:`sknet.backend`.
 """
 
 from sknet.layers._activation import Activation

@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from sknet.autodiff._recording import recorded_backward, recorded_forward
+from sknet.backend import get_backend
 
 _TRAINABLE_DOC = """\
     trainable : bool, default=True
@@ -315,8 +316,6 @@ class Layer(BaseEstimator):
             state["dtype_"] = np.dtype(state["dtype_"])
         super().__setstate__(state)
         if backend_name is not None:
-            from sknet.backend import get_backend
-
             self.backend_ = get_backend("cpu")
             self._buffers = {}
             self._cache = {}

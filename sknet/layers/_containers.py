@@ -21,6 +21,8 @@ import numpy as np
 from sklearn.base import clone
 
 from sknet.layers._base import Layer, NestedListParams, build_layer
+from sknet.layers._conv import Conv2D
+from sknet.layers._dense import Dense
 
 
 class _Container(NestedListParams, Layer):
@@ -348,9 +350,6 @@ class _Gathered(MutableMapping):
 
 def _projection(input_shape, output_shape):
     """The layer that maps the shortcut of a residual block to the block's shape."""
-    from sknet.layers._conv import Conv2D
-    from sknet.layers._dense import Dense
-
     if len(input_shape) == 3 and len(output_shape) == 3:
         stride = max(1, math.ceil(input_shape[1] / output_shape[1]))
         return Conv2D(output_shape[0], 1, stride=stride, use_bias=False)

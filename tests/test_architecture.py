@@ -1,0 +1,198 @@
+"""The package's map: which room imports which, no cycles, every module importable alone.
+
+sknet's modules live in rooms (``backend``, ``autodiff``, ``layers``,
+``losses``, ``engine``, ``callbacks``, ``estimators``, ``distributed`` and
+the user-facing modules around a fit); imports point down the ranks of
+:data:`RANKS`. These tests read every import statement of the package
+(inside functions too) and check the rules, and that ``docs/architecture.md``
+shows the imports as they are.
+"""
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "sknet"
+DOC = ROOT / "docs" / "architecture.md"
+
+#: Rooms by rank: a module may import its own room and rooms of a lower rank.
+RANKS = {
+    "_version": 0,
+    "backend": 1,
+    "autodiff": 2,
+    "layers": 3,
+    "losses": 3,
+    "engine": 4,
+    "callbacks": 5,
+    "estimators": 6,
+    "distributed": 7,
+    "utils": 7,
+    "onnx": 7,
+    "plotting": 7,
+    "datasets": 7,
+    "_legacy": 8,
+    "sknet": 9,
+}
+#: Imports made inside a function on purpose: an optional dependency, loaded when used.
+LAZY_IMPORTS = {("sknet.backend", "sknet.backend._cupy")}
+
+
+def _module_name(path):
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def room(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "sknet"
+
+
+def _resolve(name):
+    """The module an imported name lives in (longest prefix that is a module)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in MODULES:
+            return candidate
+    return None
+
+
+def imports(module):
+    """``(imported module, nested)`` for every sknet import of ``module``."""
+    found = set()
+    tree = ast.parse(MODULES[module].read_text())
+    top_level = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            if name.split(".")[0] == "sknet":
+                found.add((_resolve(name), id(node) not in top_level))
+    return found
+
+
+GRAPH = {module: {target for target, _ in imports(module)} - {module} for module in MODULES}
+
+
+def room_edges():
+    """``{room: rooms it imports}`` over the whole package, as the code has it."""
+    edges = {}
+    for module, targets in GRAPH.items():
+        edges.setdefault(room(module), set()).update(
+            room(t) for t in targets if room(t) != room(module)
+        )
+    return edges
+
+
+def test_every_module_belongs_to_a_room():
+    assert {room(module) for module in MODULES} == set(RANKS)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module):
+    source = room(module)
+    upward = sorted(
+        target
+        for target in GRAPH[module]
+        if room(target) != source and RANKS[room(target)] >= RANKS[source]
+    )
+    assert not upward, f"{module} ({source}) imports {upward}: only lower rooms may be imported"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_inside_a_function(module):
+    # An import inside a function hides a cycle; only optional dependencies load late.
+    nested = sorted(
+        target
+        for target, inside in imports(module)
+        if inside and (module, target) not in LAZY_IMPORTS
+    )
+    assert not nested, f"{module} imports {nested} inside a function"
+
+
+def test_no_import_cycle():
+    state, path, cycles = {}, [], []
+
+    def visit(module):
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(GRAPH[module]):
+            if state.get(target) == "open":
+                cycles.append(path[path.index(target) :] + [target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_every_module_imports_on_its_own_in_a_fresh_interpreter():
+    # One interpreter; before each module every sknet module is forgotten, so each
+    # is imported first, on its own (what `python -c "import sknet.x._y"` does).
+    script = textwrap.dedent(
+        f"""
+        import importlib, sys
+        failures = []
+        for name in {sorted(MODULES)!r}:
+            for loaded in [m for m in sys.modules if m == "sknet" or m.startswith("sknet.")]:
+                del sys.modules[loaded]
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                if name == "sknet.backend._cupy" and "cupy" in str(exc):
+                    continue  # the optional GPU backend, without CuPy
+                failures.append(f"{{name}}: {{exc!r}}")
+            except Exception as exc:
+                failures.append(f"{{name}}: {{exc!r}}")
+        print("\\n".join(failures))
+        sys.exit(1 if failures else 0)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "package", sorted(m for m, p in MODULES.items() if p.name == "__init__.py" and m != "sknet")
+)
+def test_each_package_says_what_it_holds_and_may_import(package):
+    doc = ast.get_docstring(ast.parse(MODULES[package].read_text())) or ""
+    assert "may import" in doc, f"{package}'s docstring does not say what it may import"
+
+
+def render_room_table():
+    """The table of ``docs/architecture.md``: each room and the rooms it imports."""
+    edges = room_edges()
+    rows = [("room", "rank", "imports")]
+    for name in sorted(RANKS, key=lambda r: (-RANKS[r], r)):
+        rows.append((f"`{name}`", str(RANKS[name]), ", ".join(sorted(edges.get(name, ()))) or "-"))
+    width = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, width)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in width) + "|")
+    return "\n".join(lines)
+
+
+def test_the_architecture_page_shows_the_imports_as_they_are():
+    table = render_room_table()
+    assert table in DOC.read_text(), (
+        "docs/architecture.md is out of date; its table of rooms should read:\n\n" + table
+    )
