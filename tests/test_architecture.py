@@ -186,7 +186,7 @@ def render_room_table():
     for name in sorted(RANKS, key=lambda r: (-RANKS[r], r)):
         rows.append((f"`{name}`", str(RANKS[name]), ", ".join(sorted(edges.get(name, ()))) or "-"))
     width = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, width)) + " |" for row in rows]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, width)) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in width) + "|")
     return "\n".join(lines)
 
