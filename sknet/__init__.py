@@ -1,6 +1,7 @@
 """sknet: scikit-learn neural-network estimators on NumPy and CuPy."""
 
 from sknet import _legacy, callbacks, layers, losses
+from sknet import exceptions as exceptions  # sknet.exceptions after `import sknet`
 from sknet._version import __version__
 from sknet.engine._network import Network
 from sknet.engine._optimizers import SGD, Adam

@@ -23,6 +23,7 @@ DOC = ROOT / "docs" / "architecture.md"
 #: Rooms by rank: a module may import its own room and rooms of a lower rank.
 RANKS = {
     "_version": 0,
+    "exceptions": 0,
     "backend": 1,
     "autodiff": 2,
     "layers": 3,

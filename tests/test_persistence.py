@@ -14,7 +14,7 @@ from sklearn.datasets import make_regression
 import sknet
 import sknet.backend as backend_module
 from sknet import MLPClassifier, MLPRegressor
-from sknet.estimators._base import SknetVersionWarning
+from sknet.exceptions import SknetVersionWarning
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

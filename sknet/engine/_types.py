@@ -6,6 +6,8 @@ may import them without importing the trainer.
 
 from collections import namedtuple
 
+from sknet.exceptions import DeviceMemoryError
+
 #: Training data already on the backend: X, 2-D float targets Y, weights w or None.
 BackendData = namedtuple("BackendData", "X Y w")
 #: Training data kept on the host (X, Y, w) and brought to the backend by ``stream``
@@ -25,5 +27,8 @@ class StopTraining(Exception):  # noqa: N818 (a signal, like StopIteration)
     """
 
 
-class NoRoomForBatch(MemoryError):
-    """Not even one batch fits in the device memory the fit may use (the message says why)."""
+class NoRoomForBatch(DeviceMemoryError):
+    """Not even one batch fits in the device memory the fit may use (the message says why).
+
+    Raised while planning, before training: the estimator lets it through as it is.
+    """

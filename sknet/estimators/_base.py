@@ -41,10 +41,7 @@ from sknet.engine._validation import (
 )
 from sknet.engine._warm_start import check_same_network, network_signature
 from sknet.estimators._training import STOCHASTIC_SOLVERS, train
-
-
-class SknetVersionWarning(UserWarning):
-    """A model pickled by one sknet version was loaded by another."""
+from sknet.exceptions import DeviceMemoryError, SknetVersionWarning
 
 
 class BaseNeuralNetwork(BaseEstimator):
@@ -293,7 +290,7 @@ class BaseNeuralNetwork(BaseEstimator):
                 raise  # planned: its message says what would fit
             except backend.out_of_memory_errors() as exc:
                 message = out_of_memory_message(self, backend, exc, used, X, y, sample_weight)
-                raise MemoryError(message) from None
+                raise DeviceMemoryError(message) from None
             except Diverged as exc:
                 raise ValueError(
                     "Solver produced non-finite parameter weights. The input data may "
