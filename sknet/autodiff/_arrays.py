@@ -13,13 +13,12 @@ def matmul(a, b):
     y = da @ db
 
     def vjp(g, needs):
-        A = da[None, :] if da.ndim == 1 else da
-        B = db[:, None] if db.ndim == 1 else db
-        G = g
-        if da.ndim == 1:
-            G = G[..., None, :]
-        if db.ndim == 1:
-            G = G[..., None]
+        # A 1-D operand is a matrix of one row (left) or one column (right), as
+        # NumPy treats it; the output gradient gets the axes its product dropped.
+        A = da.reshape(1, -1) if da.ndim == 1 else da
+        B = db.reshape(-1, 1) if db.ndim == 1 else db
+        stacks = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        G = g.reshape(stacks + (A.shape[-2], B.shape[-1]))
         ga = gb = None
         if needs[0]:
             ga = unbroadcast(G @ B.swapaxes(-1, -2), A.shape).reshape(da.shape)
@@ -136,8 +135,10 @@ def transpose(a, axes=None):
     """Axes permuted (reversed by default)."""
     da = value(a)
     axes = tuple(reversed(range(da.ndim))) if axes is None else tuple(axes)
-    inverse = tuple(int(i) for i in np.argsort(axes))
-    return record(da.transpose(axes), (a,), lambda g, needs: (g.transpose(inverse),))
+    y = da.transpose(axes)  # NumPy's own checks of ``axes``
+    # The inverse of the permutation of the normalized axes (-1 is the last one).
+    inverse = tuple(int(i) for i in np.argsort([int(ax) % da.ndim for ax in axes]))
+    return record(y, (a,), lambda g, needs: (g.transpose(inverse),))
 
 
 def swapaxes(a, axis1, axis2):

@@ -155,13 +155,25 @@ def clip(a, a_min, a_max):
 
 # -- choices -------------------------------------------------------------------
 def maximum(a, b):
-    """Element-wise maximum (ties send the gradient to ``a``)."""
-    return _choose(value(a) >= value(b), a, b)
+    """Element-wise maximum, NaN where either operand is NaN (as :func:`numpy.maximum`).
+
+    The gradient goes to the operand the maximum picked: to ``a`` where
+    ``a >= b``, to the NaN operand where one is NaN, and to ``a`` on ties and
+    where both are NaN.
+    """
+    da, db = value(a), value(b)
+    return _choose((da >= db) | (da != da), a, b, _xp(a, b).maximum(da, db))
 
 
 def minimum(a, b):
-    """Element-wise minimum (ties send the gradient to ``a``)."""
-    return _choose(value(a) <= value(b), a, b)
+    """Element-wise minimum, NaN where either operand is NaN (as :func:`numpy.minimum`).
+
+    The gradient goes to the operand the minimum picked: to ``a`` where
+    ``a <= b``, to the NaN operand where one is NaN, and to ``a`` on ties and
+    where both are NaN.
+    """
+    da, db = value(a), value(b)
+    return _choose((da <= db) | (da != da), a, b, _xp(a, b).minimum(da, db))
 
 
 def where(condition, a, b):
@@ -169,9 +181,11 @@ def where(condition, a, b):
     return _choose(value(condition), a, b)
 
 
-def _choose(mask, a, b):
+def _choose(mask, a, b, y=None):
+    """Record ``y`` (by default ``where(mask, a, b)``), whose gradient goes where ``mask`` says."""
     xp = _xp(a, b, mask)
-    y = xp.where(mask, value(a), value(b))
+    if y is None:
+        y = xp.where(mask, value(a), value(b))
 
     def vjp(g, needs):
         zero = xp.zeros((), dtype=g.dtype)
@@ -231,8 +245,14 @@ def activation(name, a):
             f"Unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}"
         ) from None
     xp, da = _xp(a), value(a)
-    y = kernels.forward(xp, da, xp.empty_like(da))
-    return record(y, (a,), lambda g, needs: (kernels.backward(xp, g, y, da, xp.empty_like(g)),))
+    z = _kernel_operand(xp, da)
+    yz = kernels.forward(xp, z, xp.empty_like(z))
+
+    def vjp(g, needs):
+        gz = xp.asarray(g).reshape(z.shape)
+        return (kernels.backward(xp, gz, yz, z, xp.empty_like(gz)).reshape(shape_of(da)),)
+
+    return record(yz.reshape(shape_of(da)), (a,), vjp)
 
 
 def relu(a):
@@ -251,4 +271,14 @@ def sigmoid(a):
 
 
 def _logistic(xp, a):
-    return ACTIVATIONS["logistic"].forward(xp, a, xp.empty_like(a))
+    z = _kernel_operand(xp, a)
+    return ACTIVATIONS["logistic"].forward(xp, z, xp.empty_like(z)).reshape(shape_of(a))
+
+
+def _kernel_operand(xp, a):
+    """``a`` as an array the in-place activation kernels can write: 0-d values become 1-D.
+
+    (NumPy's ufuncs turn 0-d arrays into scalars, which ``out=`` cannot take.)
+    """
+    a = xp.asarray(a)
+    return a.reshape(1) if a.ndim == 0 else a

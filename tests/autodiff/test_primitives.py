@@ -12,6 +12,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from sknet import autodiff as ad
 from sknet.backend import ACTIVATIONS, get_array_module
+from tests.autodiff.gradcheck import check_primitive
 
 rng = np.random.RandomState(0)
 
@@ -72,6 +73,10 @@ CASES = {
     "matmul 1-D left": (ad.matmul, [normal(4), normal(4, 5)]),
     "matmul 1-D right": (ad.matmul, [normal(3, 4), normal(4)]),
     "matmul stacks broadcast": (ad.matmul, [normal(2, 3, 4), normal(4, 5)]),
+    "matmul 1-D both": (ad.matmul, [normal(4), normal(4)]),
+    "matmul operator 1-D both": (lambda a, b: a @ b, [normal(4), normal(4)]),
+    "matmul stacks @ 1-D": (ad.matmul, [normal(2, 3, 4), normal(4)]),
+    "matmul 1-D @ stacks": (ad.matmul, [normal(3), normal(2, 3, 4)]),
     "sum all": (ad.sum, [normal(3, 4)]),
     "sum axes keepdims": (lambda a: ad.sum(a, axis=(0, 2), keepdims=True), [normal(2, 3, 4)]),
     "mean axis": (lambda a: ad.mean(a, axis=1), [normal(2, 3, 4)]),
@@ -81,6 +86,14 @@ CASES = {
     "reshape": (lambda a: ad.reshape(a, (4, 3)), [normal(3, 4)]),
     "transpose axes": (lambda a: ad.transpose(a, (2, 0, 1)), [normal(2, 3, 4)]),
     "swapaxes": (lambda a: ad.swapaxes(a, 0, 2), [normal(2, 3, 4)]),
+    # Equal lengths: a wrong inverse permutation keeps the shape, only the values tell.
+    "transpose negative axes": (lambda a: ad.transpose(a, (-1, 0, 1)), [normal(2, 2, 2)]),
+    "transpose method negative axes": (lambda a: a.transpose(0, -1, 1), [normal(2, 2, 2)]),
+    "numpy transpose negative axes": (
+        lambda a: np.transpose(a, (1, -1, 0)),
+        [normal(2, 2, 2)],
+    ),
+    "swapaxes negative axes": (lambda a: ad.swapaxes(a, -1, 0), [normal(2, 2, 2)]),
     "broadcast_to": (lambda a: ad.broadcast_to(a, (2, 3, 4)), [normal(3, 1)]),
     "expand_dims squeeze": (lambda a: ad.squeeze(ad.expand_dims(a, 1), 1), [normal(3, 4)]),
     "slices": (lambda a: a[1:, ::-2], [normal(3, 4)]),
@@ -120,35 +133,28 @@ CASES.update(
         for name in ACTIVATIONS
     }
 )
-
-
-def check_primitive(backend, fn, arrays, eps=1e-6):
-    """Largest relative error of the recorded gradients against central differences."""
-    inputs = [backend.asarray(a, np.float64) for a in arrays]
-    variables = [ad.Variable(x) for x in inputs]
-    out = fn(*variables)
-    R = backend.asarray(np.random.RandomState(1).standard_normal(out.shape), np.float64)
-    analytic = ad.gradients(out, R, variables)
-    plain = fn(*inputs)  # unrecorded: a plain array with the same values
-    assert not ad.is_variable(plain)
-    assert_allclose(backend.to_numpy(plain), backend.to_numpy(out.data))
-
-    def loss(values):
-        return float((fn(*[backend.asarray(v, np.float64) for v in values]) * R).sum())
-
-    host = [np.array(a, dtype=np.float64) for a in arrays]
-    worst = 0.0
-    for i, grad in enumerate(analytic):
-        assert grad is not None and tuple(grad.shape) == host[i].shape
-        numeric = np.zeros_like(host[i])
-        for j in range(host[i].size):
-            for sign in (1, -1):
-                shifted = [h.copy() for h in host]
-                shifted[i].reshape(-1)[j] += sign * eps
-                numeric.reshape(-1)[j] += sign * loss(shifted) / (2 * eps)
-        scale = max(np.abs(numeric).max(), 1e-3)
-        worst = max(worst, np.abs(backend.to_numpy(grad) - numeric).max() / scale)
-    return worst
+# Activations of 0-d values (a sum, or a 0-d array itself).
+CASES.update(
+    {
+        f"activation {name} of a sum": (
+            lambda a, n=name: ad.activation(n, ad.sum(a)),
+            [away_from_zero(3)],
+        )
+        for name in ACTIVATIONS
+    }
+)
+CASES.update(
+    {
+        f"{name} 0-d": (getattr(ad, name), [away_from_zero()])
+        for name in ("relu", "tanh", "sigmoid", "softplus")
+    }
+)
+CASES.update(
+    {
+        f"{name} of a sum": (lambda a, n=name: getattr(ad, n)(ad.sum(a)), [away_from_zero(3)])
+        for name in ("relu", "tanh", "sigmoid", "softplus")
+    }
+)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -165,6 +171,21 @@ def test_the_check_catches_a_wrong_vjp(backend):
         return record(y, (a,), lambda g, needs: (g * y * 1.01,))
 
     assert check_primitive(backend, wrong_exp, [normal(3, 4)]) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_maximum_and_minimum_propagate_nan_like_numpy(name):
+    a = np.array([np.nan, 1.0, np.nan, 2.0, 3.0])
+    b = np.array([0.0, np.nan, np.nan, 2.0, -1.0])
+    A, B = ad.Variable(a), ad.Variable(b)
+    out = getattr(ad, name)(A, B)
+    assert_array_equal(out.data, getattr(np, name)(a, b))  # NaN where either is NaN
+    assert_array_equal(getattr(np, name)(A, B).data, getattr(np, name)(a, b))
+    ga, gb = ad.gradients(out, np.arange(1.0, 6.0), [A, B])
+    # The NaN operand gets the gradient (a when both are NaN, and on ties).
+    chose_a = [True, False, True, True, name == "maximum"]
+    assert_array_equal(ga, np.where(chose_a, np.arange(1.0, 6.0), 0.0))
+    assert_array_equal(gb, np.where(chose_a, 0.0, np.arange(1.0, 6.0)))
 
 
 def test_a_variable_used_twice_sums_its_gradients():
