@@ -31,10 +31,17 @@ def matmul(a, b):
 
 # -- reductions ------------------------------------------------------------------
 def _axes(axis, ndim):
+    """``axis`` (None, an int or a tuple of ints) as a tuple of axes in ``[0, ndim)``."""
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if np.isscalar(axis) else tuple(axis)
-    return tuple(int(ax) % ndim for ax in axes)
+    for ax in axes:
+        if not -ndim <= int(ax) < ndim:
+            raise ValueError(f"axis {axis!r} is out of bounds for an array of dimension {ndim}")
+    normalized = tuple(int(ax) % ndim for ax in axes)
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"axis {axis!r} names an axis twice")
+    return normalized
 
 
 def _expand(g, shape, axes, keepdims):
@@ -64,12 +71,18 @@ def mean(a, axis=None, keepdims=False):
 
 
 def max(a, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis``; tied maxima share the gradient equally."""
+    """Maximum over ``axis``; tied maxima share the gradient equally.
+
+    NaN wins, as in :func:`numpy.max`; the NaN elements then share the gradient.
+    """
     return _extreme(a, axis, keepdims, "max")
 
 
 def min(a, axis=None, keepdims=False):  # noqa: A001
-    """Minimum over ``axis``; tied minima share the gradient equally."""
+    """Minimum over ``axis``; tied minima share the gradient equally.
+
+    NaN wins, as in :func:`numpy.min`; the NaN elements then share the gradient.
+    """
     return _extreme(a, axis, keepdims, "min")
 
 
@@ -79,7 +92,9 @@ def _extreme(a, axis, keepdims, which):
     y = getattr(da, which)(axis=axes, keepdims=True)
 
     def vjp(g, needs):
-        hits = da == y
+        # The elements equal to the result; where that is NaN (as in NumPy, a NaN
+        # wins), the NaN elements.
+        hits = (da == y) | ((da != da) & (y != y))
         ties = hits.sum(axis=axes, keepdims=True, dtype=g.dtype)
         share = _expand(g, da.shape, axes, keepdims) / ties
         return (hits * share,)
@@ -143,6 +158,7 @@ def transpose(a, axes=None):
 
 def swapaxes(a, axis1, axis2):
     """Two axes exchanged."""
+    value(a).swapaxes(axis1, axis2)  # NumPy's own checks of the axes (a view: no copy)
     axes = list(range(value(a).ndim))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(a, axes)
@@ -190,15 +206,18 @@ def getitem(a, key):
 
 
 def concatenate(arrays, axis=0):
-    """Arrays joined along an existing ``axis``."""
+    """Arrays joined along an existing ``axis`` (``None``: flattened first, as NumPy does)."""
+    if axis is None:
+        arrays, axis = [reshape(x, (-1,)) for x in arrays], 0
     xp = _xp(*arrays)
     datas = [value(x) for x in arrays]
+    y = xp.concatenate(datas, axis=axis)  # NumPy's own checks of the shapes and axis
     bounds = np.cumsum([d.shape[axis] for d in datas])[:-1].tolist()
 
     def vjp(g, needs):
         return tuple(xp.split(g, bounds, axis=axis))
 
-    return record(xp.concatenate(datas, axis=axis), tuple(arrays), vjp)
+    return record(y, tuple(arrays), vjp)
 
 
 def stack(arrays, axis=0):

@@ -6,6 +6,8 @@ differences of ``L``; plus broadcasting, repeated indices, unrecorded calls and
 the errors that stand in for unsupported operations.
 """
 
+import re
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -186,6 +188,53 @@ def test_maximum_and_minimum_propagate_nan_like_numpy(name):
     chose_a = [True, False, True, True, name == "maximum"]
     assert_array_equal(ga, np.where(chose_a, np.arange(1.0, 6.0), 0.0))
     assert_array_equal(gb, np.where(chose_a, 0.0, np.arange(1.0, 6.0)))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_and_min_reductions_give_nans_gradient_to_the_nans(name):
+    a = np.array([[np.nan, 1.0, np.nan], [2.0, 3.0, -1.0]])
+    A = ad.Variable(a)
+    with np.errstate(all="raise"):  # no 0/0 on the way
+        out = getattr(ad, name)(A, axis=1)
+        (grad,) = ad.gradients(out, np.array([2.0, 1.0]), [A])
+    assert_array_equal(out.data, getattr(np, name)(a, axis=1))
+    expected = [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0] if name == "max" else [0.0, 0.0, 1.0]]
+    assert_array_equal(grad, expected)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "logsumexp", "var"])
+@pytest.mark.parametrize("shape, axis", [((2, 3), 2), ((2, 3), -3), ((2, 3), (0, 5)), ((), 0)])
+def test_reductions_refuse_an_axis_out_of_bounds(name, shape, axis):
+    # It used to wrap around (axis 2 of a 2-D array summed axis 0) or divide by zero.
+    x = ad.Variable(np.ones(shape))
+    with pytest.raises(ValueError, match=rf"axis {re.escape(repr(axis))} is out of bounds"):
+        getattr(ad, name)(x, axis=axis)
+
+
+def test_reductions_refuse_an_axis_named_twice():
+    with pytest.raises(ValueError, match=r"axis \(0, -2\) names an axis twice"):
+        ad.sum(ad.Variable(np.ones((2, 3))), axis=(0, -2))
+
+
+def test_concatenate_flattens_with_axis_none_as_numpy_does(backend):
+    a, b = normal(2, 3), normal(4)
+    fn = lambda x, y: ad.concatenate([x, y], axis=None)  # noqa: E731
+    assert_allclose(ad.concatenate([a, b], axis=None), np.concatenate([a, b], axis=None))
+    assert check_primitive(backend, fn, [a, b]) < 1e-6
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: ad.swapaxes(x, 0, 2),
+        lambda x: ad.swapaxes(x, -3, 1),
+        lambda x: ad.concatenate([x, x], axis=2),
+        lambda x: ad.transpose(x, (0, 2)),
+    ],
+)
+def test_shape_functions_refuse_an_axis_out_of_bounds_like_numpy(call):
+    with pytest.raises(ValueError, match="axis"):
+        call(ad.Variable(np.ones((2, 3))))
 
 
 def test_a_variable_used_twice_sums_its_gradients():
