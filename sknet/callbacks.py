@@ -28,11 +28,13 @@ import os
 import sys
 import tempfile
 import warnings
+from numbers import Integral, Real
 
 import joblib
 import numpy as np
 
 from sknet.engine._callbacks import BestWeights, Callback, TrainingState
+from sknet.layers._tree import leaves, set_flags
 
 __all__ = [
     "Callback",
@@ -482,24 +484,28 @@ class Unfreeze(Callback):
     :func:`sknet.layers.from_estimator`): the pretrained layers stay frozen
     while the new layers learn, then train too, typically with a small
     ``lr_scale``. Unfrozen parameters start with fresh optimizer state; the
-    others keep theirs. The estimator's ``layers`` parameter is not changed:
-    the next fit starts frozen again.
+    others keep theirs. A container (``Sequential``, ``Residual``, what
+    :func:`~sknet.layers.from_estimator` returns for one) unfreezes with
+    every layer inside it. The estimator's ``layers`` parameter is not
+    changed: the next fit starts frozen again.
 
     Parameters
     ----------
     epoch : int, default=5
-        The epoch of the fit (counted from 1 in each call to ``fit``) from
-        which the layers train.
+        The layers train from this epoch on, counted from 1 in each call to
+        ``fit`` (with ``epoch=3``, epochs 1 and 2 train the other layers
+        only), whatever earlier fits of a warm start ran.
     layers : list of int or None, default=None
-        Indices into ``layers_`` of the layers to unfreeze; ``None``: every
-        frozen layer.
+        Indices into ``layers_`` of the layers to unfreeze (with everything
+        inside them); ``None``: every layer with frozen parameters.
     lr_scale : float or None, default=None
-        If given, the ``lr_scale`` of the unfrozen layers.
+        If given, the ``lr_scale`` (a positive number) of the unfrozen layers.
 
     Attributes
     ----------
     unfrozen_ : list of int
-        The layers this callback unfroze in the last fit.
+        The indices into ``layers_`` of the layers this callback unfroze in
+        the last fit.
 
     Examples
     --------
@@ -526,11 +532,23 @@ class Unfreeze(Callback):
         self.lr_scale = lr_scale
 
     def on_train_begin(self, state):
-        if not isinstance(self.epoch, int) or self.epoch < 1:
+        if not isinstance(self.epoch, Integral) or isinstance(self.epoch, bool) or self.epoch < 1:
             raise ValueError(f"Unfreeze: epoch must be a positive int, got {self.epoch!r}")
+        if self.lr_scale is not None and (
+            not isinstance(self.lr_scale, Real)
+            or isinstance(self.lr_scale, bool)
+            or not math.isfinite(self.lr_scale)
+            or self.lr_scale <= 0
+        ):
+            raise ValueError(
+                f"Unfreeze: lr_scale must be a positive number or None, got {self.lr_scale!r}"
+            )
         state.require_optimizer("Unfreeze")
         n = len(state.network.layers)
-        if self.layers is not None and not all(-n <= i < n for i in self.layers):
+        if self.layers is not None and not all(
+            isinstance(i, Integral) and not isinstance(i, bool) and -n <= i < n
+            for i in self.layers
+        ):
             raise ValueError(f"Unfreeze: layers={self.layers!r} is out of range for {n} layers")
         self._first = len(state.history) + 1
         self.unfrozen_ = []
@@ -541,14 +559,12 @@ class Unfreeze(Callback):
         layers = state.network.layers
         indices = range(len(layers)) if self.layers is None else self.layers
         for i in indices:
-            layer = layers[i]
-            if not layer.params or layer.trainable:
+            frozen = [
+                leaf for _, leaf in leaves([layers[i]]) if leaf.params and not leaf.trainable
+            ]
+            if not frozen:
                 continue
-            for target in (layer, getattr(layer, "layer", None), getattr(layer, "inner_", None)):
-                if target is not None and "trainable" in target.get_params(deep=False):
-                    target.trainable = True
-                    if self.lr_scale is not None:
-                        target.lr_scale = self.lr_scale
+            set_flags(layers[i], trainable=True, lr_scale=self.lr_scale)
             self.unfrozen_.append(i % len(layers))
         if self.unfrozen_:
             state.update_trainable()

@@ -6,6 +6,7 @@ import numpy as np
 
 from sknet.backend import get_backend
 from sknet.engine._memory import MemoryEstimate, estimate_memory
+from sknet.layers._base import build_layer
 from sknet.losses import make_loss
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
@@ -105,7 +106,7 @@ def check_layer_gradients(
     rng = np.random.RandomState(random_state)
     backend = get_backend(device)
     built = copy.deepcopy(layer)
-    out_shape = built.build(tuple(input_shape), backend=backend, dtype=np.float64, rng=rng)
+    out_shape = build_layer(built, input_shape, backend=backend, dtype=np.float64, rng=rng)
     X = rng.standard_normal((n_samples,) + tuple(input_shape))
     R = rng.standard_normal((n_samples,) + tuple(out_shape))
 

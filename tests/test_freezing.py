@@ -479,9 +479,10 @@ def test_time_distributed_follows_its_inner_layer(trainable):
     y = (X[:, :, 0].sum(axis=1) > 0).astype(int)
     layers = [TimeDistributed(Dense(4, activation="tanh", trainable=trainable)), LSTM(8)]
     clf = rnn(layers).fit(X, y)
-    assert clf.layers_[0].trainable is trainable
+    assert clf.layers_[0].trainable is None  # as its inner layer says
+    assert clf.layers_[0].layer_.trainable is trainable
     initial = clf.callbacks_[0].params_[0]
-    inner = {k: host(v) for k, v in clf.layers_[0].inner_.params.items()}
+    inner = {k: host(v) for k, v in clf.layers_[0].layer_.params.items()}
     assert set(inner) == {"W", "b"}
     if trainable:
         assert changed(initial, inner)
@@ -565,8 +566,8 @@ def test_stock_layers_take_trainable_and_lr_scale(layer):
     assert (layer.trainable, layer.lr_scale) == (True, 1.0)  # clone: not shared
 
 
-def test_time_distributed_reads_its_inner_layer():
+def test_time_distributed_flags_are_its_inner_layers_unless_set():
     layer = TimeDistributed(Dense(4, trainable=False, lr_scale=0.5))
     params = layer.get_params()
     assert params["layer__trainable"] is False and params["layer__lr_scale"] == 0.5
-    assert (layer.trainable, layer.lr_scale) == (False, 0.5)
+    assert (layer.trainable, layer.lr_scale) == (None, None)  # None: the inner layer's

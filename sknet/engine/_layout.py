@@ -17,6 +17,8 @@ class ParameterLayout:
     network : Network
         Its leaves' ``params``/``grads`` entries become views of the flat
         arrays (frozen leaves get zero scratch gradients of their own).
+    plan : TrainingPlan
+        Which leaves train (:mod:`sknet.engine._plan`).
 
     Attributes
     ----------
@@ -33,14 +35,15 @@ class ParameterLayout:
         The slices of the flat arrays that get the L2 penalty.
     """
 
-    def __init__(self, network):
+    def __init__(self, network, plan):
         backend, dtype = network.backend, network.dtype
         xp = backend.xp
         self.backend = backend
         groups = {}
-        for i, layer in network.leaves():
+        trained = {id(leaf) for _, leaf in plan.trained}
+        for i, layer in plan.leaves:
             layer.grads.clear()  # in place: TimeDistributed shares it with its layer
-            if not layer.trainable:
+            if id(layer) not in trained:
                 for key, param in layer.params.items():
                     if param.base is not None:  # detach from an earlier fit's flat array
                         layer.params[key] = param = param.copy()

@@ -18,7 +18,11 @@ prediction chunks), ``release``, ``to_backend`` and ``reseed``.
 import numpy as np
 
 from sknet.backend import get_array_module, get_backend, is_device_array
+from sknet.engine._plan import TrainingPlan
 from sknet.layers._base import build_layer
+from sknet.layers._contract import check_backward_output, check_forward_output
+from sknet.layers._tree import copy_flags
+from sknet.layers._tree import leaves as tree_leaves
 
 # Rows per chunk when predicting: large enough for efficient matrix products,
 # small enough that the largest intermediate array of a chunk stays about
@@ -72,7 +76,6 @@ class Network:
         for layer in head(shape) if head is not None else ():
             shape = _build_layer(layer, shape, backend, dtype, rng)
             layers.append(layer)
-        layers[0].skip_input_grad = True
         return cls(layers, input_shape, backend, padding_value=padding_value)
 
     @property
@@ -93,38 +96,34 @@ class Network:
         mask = self.input_mask(X)
         for layer in self.layers[:stop]:
             if mask is not None and getattr(layer, "supports_mask", False):
-                X = layer.forward(X, training=training, mask=mask)
+                Y = layer.forward(X, training=training, mask=mask)
             else:
-                X = layer.forward(X, training=training)
+                Y = layer.forward(X, training=training)
+            check_forward_output(layer, X, Y)  # a tuple comparison: what the next layer takes
+            X = Y
         return X
 
     def backward(self, dY):
         """Back-propagate ``dY`` (the gradient of the outputs); layers write ``grads``.
 
-        Nothing runs below the lowest trainable layer (see
-        :meth:`prepare_training`): frozen layers there need no gradient.
+        Nothing runs below the lowest trainable layer (the training plan's
+        ``backward_from``): frozen layers there need no gradient.
         """
-        for layer in reversed(self.layers[self.__dict__.get("_backward_from", 0) :]):
-            dY = layer.backward(dY)
+        for layer in reversed(self.layers[self.__dict__.get("backward_from", 0) :]):
+            dX = layer.backward(dY)
+            check_backward_output(layer, dY, dX)
+            dY = dX
 
     def leaves(self):
         """``(key, layer)`` for every layer that holds its own parameters.
 
-        Containers (:meth:`Layer.sublayers`) are opened: their blocks are the
-        leaves. ``key`` is the layer's index, or a tuple of indices for a
+        The leaves of the layer tree (:mod:`sknet.layers._tree`): containers
+        are opened. ``key`` is the layer's index, or a tuple of indices for a
         layer inside a container.
         """
-        return list(_leaves(self.layers, ()))
-
-    def trainable_layers(self):
-        """Indices of the (top-level) layers with parameters that training updates."""
-        return sorted(
-            {
-                key if isinstance(key, int) else key[0]
-                for key, leaf in self.leaves()
-                if leaf.params and leaf.trainable
-            }
-        )
+        return [
+            (path[0] if len(path) == 1 else path, leaf) for path, leaf in tree_leaves(self.layers)
+        ]
 
     def take_training_flags(self, layers):
         """Copy ``trainable``/``lr_scale`` from unbuilt ``layers`` onto the built ones.
@@ -133,15 +132,11 @@ class Network:
         the same network with the new flags (they do not define the network).
         """
         for built, source in zip(self.layers, layers):
-            _copy_training_flags(source, built)
+            copy_flags(source, built)
 
     def prepare_training(self):
-        """Make backward stop at the lowest trainable layer (which skips its dX)."""
-        trainable = self.trainable_layers()
-        start = trainable[0] if trainable else len(self.layers)
-        for i, layer in enumerate(self.layers):
-            layer.skip_input_grad = i <= start
-        self._backward_from = start
+        """Decide, once, what every layer does while training (:class:`TrainingPlan`)."""
+        return TrainingPlan(self).apply()
 
     def input_mask(self, X):
         """Which steps of a batch of sequences are real; ``None`` without padding."""
@@ -233,7 +228,7 @@ class Network:
         """Drop training caches, buffers and gradients; keep the weights."""
         for layer in self.layers:
             layer.release()
-        self.__dict__.pop("_backward_from", None)
+        self.__dict__.pop("backward_from", None)
 
     # -- pickling: layers pickle as NumPy; the backend by name ----------------
     def __getstate__(self):
@@ -246,31 +241,6 @@ class Network:
         self.backend = get_backend("cpu")  # the estimator moves it where it belongs
         for layer in self.layers:
             layer.backend_ = self.backend
-
-
-def _leaves(layers, path):
-    for i, layer in enumerate(layers):
-        inner = layer.sublayers()
-        if inner:
-            yield from _leaves(inner, path + (i,))
-        else:
-            yield (i if not path else path + (i,)), layer
-
-
-def _copy_training_flags(source, built):
-    if built.sublayers():  # a container: its blocks follow the layers it was given
-        for block_source, block in zip(source._source_layers(), built.sublayers()):
-            _copy_training_flags(block_source, block)
-        return
-    inner = getattr(built, "inner_", None)
-    if inner is not None:  # a container (TimeDistributed): its layer, and the built copy
-        _copy_training_flags(source.layer, built.layer)
-        _copy_training_flags(source.layer, inner)
-        return
-    params = built.get_params(deep=False)
-    for name in ("trainable", "lr_scale"):
-        if name in params:
-            setattr(built, name, getattr(source, name))
 
 
 def _build_layer(layer, shape, backend, dtype, rng):

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from sknet.layers._base import Layer
+from sknet.layers._tree import walk
 
 #: The fewest rows a shard gets: fewer would spend more on Python than on arithmetic.
 MIN_SHARD_ROWS = 16
@@ -65,9 +66,13 @@ def cpu_threads():
     return max(1, min(threads, cpus))
 
 
-def plan_shards(network, batch_rows):
-    """How many row shards a batch of ``batch_rows`` rows of ``network`` gets (1: none)."""
-    if network.backend.xp is not np or not all(layer.shardable for layer in network.layers):
+def plan_shards(network, plan, batch_rows):
+    """How many row shards a batch of ``batch_rows`` rows of ``network`` gets (1: none).
+
+    ``plan`` (the fit's :class:`~sknet.engine._plan.TrainingPlan`) says
+    whether every layer may split.
+    """
+    if network.backend.xp is not np or not plan.shardable:
         return 1
     return shard_count(batch_rows, cpu_threads(), work_per_sample(network))
 
@@ -81,13 +86,21 @@ def shard_count(n_rows, threads, work):
 def work_per_sample(network):
     """Multiply-adds of one sample's forward pass, roughly: each layer's parameters
     times the positions they are applied at (pixels, steps; one for a row)."""
-    total = 0
-    for _, layer in network.leaves():
-        shape = layer.input_shape_
-        channels = shape[0] if len(shape) == 3 else shape[-1] if shape else 1
-        positions = int(np.prod(shape)) // max(int(channels), 1)
-        total += positions * sum(int(p.size) for p in layer.params.values())
-    return total
+    return sum(_work(layer, 1) for layer in network.layers)
+
+
+def _work(layer, repeats):
+    """Multiply-adds of ``layer`` on one sample, applied ``repeats`` times (time steps)."""
+    shape = layer.input_shape_
+    inner = layer.sublayers()
+    if inner:  # a wrapper applied per step runs its layer once per extra leading axis
+        steps = [
+            int(np.prod(shape[: len(shape) - len(block.input_shape_)] or (1,))) for block in inner
+        ]
+        return sum(_work(block, repeats * n) for block, n in zip(inner, steps))
+    channels = shape[0] if len(shape) == 3 else shape[-1] if shape else 1
+    positions = int(np.prod(shape)) // max(int(channels), 1)
+    return repeats * positions * sum(int(p.size) for p in layer.params.values())
 
 
 def shard_bounds(n_rows, n_shards):
@@ -198,18 +211,16 @@ def _network_copy(trainer):
     """A copy of the trainer's network sharing its parameters, with its own gradients."""
     network = trainer.network
     memo = {id(network.backend): network.backend}
-    for layer in network.layers:
-        for each in _all_layers(layer):
-            for value in vars(each).values():
-                arrays = value.values() if isinstance(value, dict) else (value,)
-                for array in arrays:
-                    if isinstance(array, np.ndarray):
-                        memo[id(array)] = array  # shared: parameters, state, weights
+    for _, each in walk(network.layers):
+        for value in vars(each).values():
+            arrays = value.values() if isinstance(value, dict) else (value,)
+            for array in arrays:
+                if isinstance(array, np.ndarray):
+                    memo[id(array)] = array  # shared: parameters, state, weights
     twin = copy.deepcopy(network, memo)
-    for layer in twin.layers:
-        for each in _all_layers(layer):
-            if "_buffers" in vars(each):
-                each._buffers, each._cache = {}, {}
+    for _, each in walk(twin.layers):
+        if "_buffers" in vars(each):
+            each._buffers, each._cache = {}, {}
     flat = np.zeros_like(trainer.parameters.flat_grads)
     base = trainer.parameters.flat_grads.__array_interface__["data"][0]
     itemsize = flat.itemsize
@@ -222,13 +233,3 @@ def _network_copy(trainer):
                 view = np.zeros_like(grad)
             twin_leaf.grads[key] = view  # in place: TimeDistributed shares the dict
     return twin, flat
-
-
-def _all_layers(layer):
-    """``layer`` and every layer object it holds (blocks, wrapped layers)."""
-    yield layer
-    for value in list(vars(layer).values()):
-        items = value if isinstance(value, (list, tuple)) else (value,)
-        for item in items:
-            if isinstance(item, Layer):
-                yield from _all_layers(item)

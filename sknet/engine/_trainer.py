@@ -92,11 +92,11 @@ class Trainer:
 
     def _lay_out_parameters(self):
         """Lay the trainable parameters out flat (:class:`ParameterLayout`)."""
-        self.parameters = ParameterLayout(self.network)
+        self.plan = self.network.prepare_training()
+        self.parameters = ParameterLayout(self.network, self.plan)
         # Copies of the network follow the new layout: made again for the next
         # split batches (whole batches until then, if this happens mid-epoch).
         self._shards = self._active_shards = None
-        self.network.prepare_training()
 
     # -- one batch ----------------------------------------------------------
     @contextlib.contextmanager
@@ -108,7 +108,7 @@ class Trainer:
         copies of the network, one per thread, while the BLAS runs
         single-threaded; otherwise the block changes nothing.
         """
-        n_shards = plan_shards(self.network, batch_rows)
+        n_shards = plan_shards(self.network, self.plan, batch_rows)
         if n_shards < 2:
             yield
             return

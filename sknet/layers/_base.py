@@ -1,12 +1,15 @@
 """The Layer contract every built-in and user layer follows."""
 
-from numbers import Real
+import functools
+import inspect
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from sknet.autodiff._recording import recorded_backward, recorded_forward
 from sknet.backend import get_backend
+from sknet.layers._contract import checked_backward, checked_forward, with_training_parameters
+from sknet.layers._tree import apply_container_flags
 
 _TRAINABLE_DOC = """\
     trainable : bool, default=True
@@ -33,12 +36,13 @@ class Layer(BaseEstimator):
     Subclasses implement:
 
     ``build(input_shape, *, backend, dtype, rng) -> output_shape``
-        Call ``super().build(...)`` first; then create ``self.params`` (a dict
-        of backend arrays) and ``self.grads`` (same keys, same shapes), and
-        return the shape of one output sample. Shapes exclude the batch axis.
-        Draw random initial values from ``rng`` (a NumPy ``RandomState``, on
-        the host) so that every backend starts from the same weights. The
-        network records the returned shape as ``output_shape_``.
+        Call ``super().build(...)`` first; then declare the parameters with
+        :meth:`add_param` (and arrays the layer updates itself, such as
+        running statistics, with :meth:`add_state`), and return the shape of
+        one output sample. Shapes exclude the batch axis. Draw random initial
+        values from ``rng`` (a NumPy ``RandomState``, on the host) so that
+        every backend starts from the same weights. The network records the
+        returned shape as ``output_shape_``.
     ``forward(X, *, training) -> Y``
         Cache what :meth:`backward` needs only when ``training`` is true.
     ``backward(dY) -> dX``
@@ -49,10 +53,25 @@ class Layer(BaseEstimator):
         ``forward`` recorded by :mod:`sknet.autodiff` (write it with the
         operators and that module's functions) and the gradients follow.
 
-    A layer with parameters takes ``trainable`` and ``lr_scale`` in ``__init__``
-    (they default to True and 1.0 here); its ``backward`` skips the weight
-    gradients when ``trainable`` is False (a layer that writes them anyway
-    gets throw-away arrays).
+    Every layer takes ``trainable``, ``lr_scale`` and ``weights``: a layer
+    class whose ``__init__`` does not list them gets them as keyword-only
+    constructor parameters, so any layer can be frozen, scaled, cloned,
+    grid-searched and reused by :func:`~sknet.layers.from_estimator`. Its
+    ``backward`` may skip the weight gradients when ``trainable`` is False (a
+    layer that writes them anyway gets throw-away arrays).
+
+    A layer made of other layers (a container) builds copies of them in
+    attributes named after the constructor parameter they come from, plus an
+    underscore (``self.block_`` from ``self.block``, a layer or a list of
+    layers): :meth:`sublayers` finds them, and freezing, reseeding, moving
+    and transfer reach them. Its ``trainable=False`` freezes all of them.
+
+    What a layer written outside sknet returns is checked before anything
+    else uses it: ``forward``'s output must have the shape its ``build``
+    declared (per sample) and the input's dtype, ``backward``'s gradient the
+    shape and dtype of the input; a mismatch is a ValueError naming the layer
+    and both shapes. A subclass of a built-in layer that overrides
+    ``forward`` but not ``backward`` is differentiated from its new forward.
 
     Everything else the network uses has a default here: ``values_per_sample``
     (prediction chunk sizing, from ``output_shape_``), ``release``,
@@ -105,23 +124,45 @@ class Layer(BaseEstimator):
     >>> class AutoScale(Layer):
     ...     def build(self, input_shape, *, backend, dtype, rng):
     ...         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-    ...         self._add_params(s=[1.0])
+    ...         self.add_param("s", [1.0])
     ...         return input_shape
     ...
     ...     def forward(self, X, *, training):
     ...         return X * self.params["s"]
     >>> sorted(check_layer_gradients(AutoScale(), (3,)))
     ['X', 's']
+    >>> sorted(AutoScale().get_params())  # every layer can be frozen and reused
+    ['lr_scale', 'trainable', 'weights']
     """
 
+    def __init__(self, *, trainable=True, lr_scale=1.0, weights=None):
+        self.trainable = trainable
+        self.lr_scale = lr_scale
+        self.weights = weights
+
     def __init_subclass__(cls, **kwargs):
-        # Layers with parameters document trainable/lr_scale/weights in one place.
         super().__init_subclass__(**kwargs)
+        # Layers with parameters document trainable/lr_scale/weights in one place.
         if cls.__doc__ and "%(trainable)s" in cls.__doc__:
             cls.__doc__ = cls.__doc__.replace("    %(trainable)s\n", _TRAINABLE_DOC)
-        # A layer without its own backward records its forward for autodiff.
+        if "forward" in cls.__dict__ and "backward" not in cls.__dict__:
+            # Its own forward and no backward: the backward follows from the
+            # recorded forward, also when a parent's hand-written backward would
+            # not match the new forward (a subclass of Dense, say).
+            cls.backward = Layer.backward
         if "forward" in cls.__dict__ and cls.backward is Layer.backward:
             cls.forward = recorded_forward(cls.__dict__["forward"])
+        if not cls.__module__.startswith("sknet."):  # a user's layer: checked at the boundary
+            with_training_parameters(cls)
+            cls.forward = checked_forward(cls.forward)
+            cls.backward = checked_backward(cls.backward)
+
+    @classmethod
+    @functools.cache
+    def _init_defaults(cls):
+        """The defaults of the constructor's parameters, by name."""
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return {p.name: p.default for p in parameters if p.default is not p.empty}
 
     #: Whether :meth:`forward` accepts a sparse matrix (only a first layer gets one).
     accepts_sparse = False
@@ -147,10 +188,6 @@ class Layer(BaseEstimator):
 
     def build(self, input_shape, *, backend, dtype, rng):
         """Record the backend and shapes; subclasses create parameters after."""
-        if not isinstance(self.trainable, (bool, np.bool_)):
-            raise ValueError(f"trainable must be True or False, got {self.trainable!r}")
-        if not isinstance(self.lr_scale, Real) or not self.lr_scale > 0:
-            raise ValueError(f"lr_scale must be a positive number, got {self.lr_scale!r}")
         self.backend_ = backend
         self.dtype_ = np.dtype(dtype)
         self.input_shape_ = tuple(int(d) for d in input_shape)
@@ -211,8 +248,57 @@ class Layer(BaseEstimator):
         """
 
     def sublayers(self):
-        """The built layers inside this one (containers); the trainer trains those."""
-        return []
+        """The built layers inside this one, in order; ``[]`` for a leaf.
+
+        By default, the built layers held in attributes named after a
+        constructor parameter plus an underscore (``block_`` built from
+        ``block``): what a container makes of the layers it is given. The
+        training plan, freezing, reseeding and transfer walk them
+        (:mod:`sknet.layers._tree`).
+        """
+        return [layer for _, layers in self._built_sublayers() for layer in layers]
+
+    def chains(self):
+        """The paths an input takes through :meth:`sublayers`, for the training plan.
+
+        Each path is a list of sublayers that runs first to last on this
+        layer's input (a sequence of blocks, a residual block and its
+        shortcut, the branches of a concatenation): the plan lets backward
+        stop at the lowest trainable layer of a path. ``None`` (the default):
+        unknown, and every layer inside computes the gradient of its input.
+        """
+        return None
+
+    def source_layers(self):
+        """The unbuilt layers :meth:`sublayers` were built from, in the same order."""
+        return [
+            layer
+            for name, built in self._built_sublayers()
+            for layer in _as_list(getattr(self, name[:-1]))[: len(built)]
+        ]
+
+    def _built_sublayers(self):
+        """``(attribute, [built layers])`` for each parameter ``p`` with a built ``p_``."""
+        found = []
+        for name in self._get_param_names():
+            built = self.__dict__.get(name + "_")
+            if (
+                built is not None
+                and _as_list(built)
+                and all(isinstance(layer, Layer) for layer in _as_list(built))
+            ):
+                found.append((name + "_", _as_list(built)))
+        return found
+
+    def _copy_with(self, layers):
+        """An unbuilt copy of this layer whose sublayers are ``layers`` (``from_estimator``)."""
+        copy, start, changes = clone(self), 0, {}
+        for name, built in self._built_sublayers():
+            part = layers[start : start + len(built)]
+            source = getattr(self, name[:-1])
+            changes[name[:-1]] = list(part) if isinstance(source, (list, tuple)) else part[0]
+            start += len(built)
+        return copy.set_params(**changes)
 
     def values_per_sample(self):
         """Size of the largest array the forward pass makes per sample.
@@ -223,12 +309,44 @@ class Layer(BaseEstimator):
         """
         return int(np.prod(self.output_shape_))
 
-    # -- helpers for subclasses ----------------------------------------------
+    # -- declaring parameters ---------------------------------------------------
+    def add_param(self, name, value, *, regularized=False):
+        """Declare a trained parameter (in :meth:`build`), with a zero gradient.
+
+        Parameters
+        ----------
+        name : str
+            Its key in ``params`` and ``grads``.
+        value : array-like
+            Its initial value, on the host (draw it from ``build``'s ``rng``);
+            moved to the layer's backend in its dtype.
+        regularized : bool, default=False
+            Whether the L2 penalty ``alpha`` applies to it (weights, not biases).
+
+        Returns
+        -------
+        param : backend array
+            The parameter, ``self.params[name]``.
+        """
+        self.params[name] = self.backend_.asarray(value, self.dtype_)
+        self.grads[name] = self.xp.zeros_like(self.params[name])
+        if regularized and name not in self.regularized:
+            self.regularized = (*self.regularized, name)
+        return self.params[name]
+
+    def add_state(self, name, value):
+        """Declare an array the layer updates itself (running statistics), in :meth:`build`.
+
+        It is not trained; it moves, casts, pickles and transfers with the
+        parameters, and a frozen layer keeps it unchanged.
+        """
+        self.state[name] = self.backend_.asarray(value, self.dtype_)
+        return self.state[name]
+
     def _add_params(self, **arrays):
-        """Add trainable parameters, given as host arrays, with zero gradients."""
+        """Several :meth:`add_param` at once (kept for layers written before it)."""
         for name, value in arrays.items():
-            self.params[name] = self.backend_.asarray(value, self.dtype_)
-            self.grads[name] = self.xp.zeros_like(self.params[name])
+            self.add_param(name, value)
 
     @property
     def xp(self):
@@ -259,6 +377,8 @@ class Layer(BaseEstimator):
         self._buffers = {}
         self._cache = {}
         self.grads = {}
+        for layer in self.sublayers():
+            layer.release()
 
     def astype(self, dtype):
         """Cast parameters, gradients and state to the floating ``dtype``."""
@@ -273,6 +393,8 @@ class Layer(BaseEstimator):
         self.dtype_ = dtype
         self._buffers = {}
         self._cache = {}
+        for layer in self.sublayers():
+            layer.astype(dtype)
         return self
 
     def reseed(self, offset):
@@ -281,8 +403,10 @@ class Layer(BaseEstimator):
         Called at the start of every call to ``fit``/``partial_fit`` with the
         number of samples trained on so far, so consecutive calls draw
         different numbers while a fresh fit with the same ``random_state``
-        repeats itself. The default does nothing.
+        repeats itself. The default reseeds the layers inside this one.
         """
+        for layer in self.sublayers():
+            layer.reseed(offset)
 
     def to_backend(self, backend):
         """Move the parameters (and gradients) of a built layer to ``backend``."""
@@ -292,6 +416,8 @@ class Layer(BaseEstimator):
             setattr(self, name, {k: backend.asarray(v) for k, v in arrays.items()})
         self._buffers = {}
         self._cache = {}
+        for layer in self.sublayers():
+            layer.to_backend(backend)
         return self
 
     # -- pickling: NumPy state only -------------------------------------------
@@ -328,9 +454,14 @@ def build_layer(layer, input_shape, *, backend, dtype, rng):
     layers too).
     """
     shape = layer.build(tuple(input_shape), backend=backend, dtype=dtype, rng=rng)
-    layer.output_shape_ = tuple(int(d) for d in shape)
+    layer.output_shape_ = layer._declared_output_shape = tuple(int(d) for d in shape)
     layer.load_weights()
+    apply_container_flags(layer)  # a container's trainable/lr_scale reach its subtree
     return layer.output_shape_
+
+
+def _as_list(value):
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 class NestedListParams:

@@ -10,7 +10,11 @@ are grid-searchable parameters: ``layers__0__layers__1__filters``.
 A container builds copies of the layers it is given (``blocks_``); its
 ``params``/``grads``/``state`` are read-only views gathering its blocks' (keys
 ``'<block>.<key>'``); the trainer trains the blocks themselves
-(:meth:`Layer.sublayers`).
+(:meth:`Layer.sublayers`). ``trainable``/``lr_scale`` given to a container
+apply to every layer inside it; ``None`` (the default) leaves each its own.
+Which blocks compute the gradient of their input is the training plan's
+decision (``skip_input_grad``, set on every block before a fit trains): a
+container's backward stops at a block that skips it.
 """
 
 import copy
@@ -20,9 +24,18 @@ from collections.abc import MutableMapping
 import numpy as np
 from sklearn.base import clone
 
+from sknet.backend._base import conv_outsize
 from sknet.layers._base import Layer, NestedListParams, build_layer
 from sknet.layers._conv import Conv2D
 from sknet.layers._dense import Dense
+
+_FLAGS_DOC = """\
+    trainable : bool or None, default=None
+        ``False`` freezes every layer inside, ``True`` trains every one;
+        ``None`` leaves each layer's own ``trainable``.
+    lr_scale : float or None, default=None
+        The ``lr_scale`` of every layer inside; ``None`` leaves each its own.
+"""
 
 
 class _Container(NestedListParams, Layer):
@@ -35,13 +48,20 @@ class _Container(NestedListParams, Layer):
         self.input_shape_ = tuple(int(d) for d in input_shape)
         self._buffers, self._cache = {}, {}
 
-    def _build_blocks(self, layers, shape, backend, dtype, rng, name):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and "%(flags)s" in cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    %(flags)s\n", _FLAGS_DOC)
+
+    def _build_blocks(self, layers, shape, backend, dtype, rng, name, allow_empty=False):
         if not isinstance(layers, (list, tuple)) or not all(
             isinstance(layer, Layer) for layer in layers
         ):
             raise ValueError(
                 f"{type(self).__name__}: {name} must be a list of sknet layers, got {layers!r}"
             )
+        if not layers and not allow_empty:
+            raise ValueError(f"{type(self).__name__}: {name} must hold at least one layer")
         blocks = [copy.deepcopy(layer) for layer in layers]
         for block in blocks:
             shape = build_layer(block, shape, backend=backend, dtype=dtype, rng=rng)
@@ -50,9 +70,12 @@ class _Container(NestedListParams, Layer):
     def sublayers(self):
         return list(self.__dict__.get("blocks_", ()))
 
-    def _source_layers(self):
-        """The unbuilt layers the blocks were built from, in the same order."""
+    def source_layers(self):
         return list(self.layers)
+
+    def chains(self):
+        """The paths the input takes through the blocks, each a list run first to last."""
+        return [self.sublayers()]
 
     def _copy_with(self, blocks):
         """An unbuilt copy of this container made of ``blocks`` (``from_estimator``)."""
@@ -61,11 +84,6 @@ class _Container(NestedListParams, Layer):
     params = property(lambda self: _Gathered(self.sublayers(), "params"))
     grads = property(lambda self: _Gathered(self.sublayers(), "grads"))
     state = property(lambda self: _Gathered(self.sublayers(), "state"))
-
-    @property
-    def trainable(self):
-        """Whether any block trains (set ``trainable`` on the blocks themselves)."""
-        return any(block.trainable for block in self.__dict__.get("blocks_", ()))
 
     @property
     def regularized(self):
@@ -84,10 +102,12 @@ class _Container(NestedListParams, Layer):
             X = block.forward(X, training=training)
         return X
 
-    def _back(self, blocks, dY, skip_input_grad):
-        for i in range(len(blocks) - 1, -1, -1):
-            blocks[i].skip_input_grad = skip_input_grad and i == 0
-            dY = blocks[i].backward(dY)
+    def _back(self, blocks, dY):
+        """Back through ``blocks``, last to first, down to one that skips its input's gradient."""
+        for block in reversed(blocks):
+            dY = block.backward(dY)
+            if block.skip_input_grad:
+                return None
         return dY
 
     def release(self):
@@ -128,6 +148,7 @@ class Sequential(_Container):
     ----------
     layers : list of Layer
         The layers, first to last (copied when built, never modified).
+    %(flags)s
 
     Notes
     -----
@@ -141,8 +162,10 @@ class Sequential(_Container):
     8
     """
 
-    def __init__(self, layers):
+    def __init__(self, layers, *, trainable=None, lr_scale=None):
         self.layers = layers
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         self._start_build(input_shape, backend, dtype)
@@ -156,7 +179,7 @@ class Sequential(_Container):
         return self._run(self.blocks_, X, training)
 
     def backward(self, dY):
-        return self._back(self.blocks_, dY, self.skip_input_grad)
+        return self._back(self.blocks_, dY)
 
 
 class Residual(_Container):
@@ -170,7 +193,8 @@ class Residual(_Container):
         The other path. ``None``: the identity when the block keeps the shape
         of its input; otherwise a learned projection to the block's output
         shape (a 1x1 convolution with the block's stride for images, a
-        ``Dense`` layer for flat samples).
+        ``Dense`` layer for flat samples). ``[]`` is the identity.
+    %(flags)s
 
     Notes
     -----
@@ -187,9 +211,11 @@ class Residual(_Container):
 
     _list_params = ("layers", "shortcut")
 
-    def __init__(self, layers, shortcut=None):
+    def __init__(self, layers, shortcut=None, *, trainable=None, lr_scale=None):
         self.layers = layers
         self.shortcut = shortcut
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         self._start_build(input_shape, backend, dtype)
@@ -202,7 +228,7 @@ class Residual(_Container):
         self.shortcut_, short_shape = [], self.input_shape_
         if shortcut is not None:
             self.shortcut_, short_shape = self._build_blocks(
-                shortcut, self.input_shape_, backend, dtype, rng, "shortcut"
+                shortcut, self.input_shape_, backend, dtype, rng, "shortcut", allow_empty=True
             )
         if short_shape != shape:
             raise ValueError(
@@ -213,8 +239,11 @@ class Residual(_Container):
         self.output_shape_ = shape
         return shape
 
-    def _source_layers(self):
+    def source_layers(self):
         return list(self.layers) + list(self.shortcut or [])
+
+    def chains(self):
+        return [self.block_, self.shortcut_]
 
     def _copy_with(self, blocks):
         n = len(self.block_)  # the shortcut's blocks follow (an automatic one too)
@@ -226,10 +255,10 @@ class Residual(_Container):
         return Y + S
 
     def backward(self, dY):
-        skip = self.skip_input_grad
-        dS = dY if not self.shortcut_ else self._back(self.shortcut_, dY.copy(), skip)
-        dX = self._back(self.block_, dY.copy() if not self.shortcut_ else dY, skip)
-        if skip:
+        # Layers may overwrite the gradient they get: each path gets its own.
+        dS = dY if not self.shortcut_ else self._back(self.shortcut_, dY.copy())
+        dX = self._back(self.block_, dY.copy() if not self.shortcut_ else dY)
+        if self.skip_input_grad:
             return None
         return dX + dS
 
@@ -245,6 +274,7 @@ class Concatenate(_Container):
         The axis of one sample along which outputs are joined: 0 is the
         features of flat samples and the channels of images (NCHW). The
         other axes must match.
+    %(flags)s
 
     Notes
     -----
@@ -260,13 +290,17 @@ class Concatenate(_Container):
 
     _list_params = ("branches",)
 
-    def __init__(self, branches, axis=0):
+    def __init__(self, branches, axis=0, *, trainable=None, lr_scale=None):
         self.branches = branches
         self.axis = axis
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     def build(self, input_shape, *, backend, dtype, rng):
         self._start_build(input_shape, backend, dtype)
         self.blocks_, shapes = [], []
+        if isinstance(self.branches, (list, tuple)) and not self.branches:
+            raise ValueError("Concatenate: branches must hold at least one layer")
         for branch in self.branches if isinstance(self.branches, (list, tuple)) else [None]:
             built, shape = self._build_blocks(
                 [branch], self.input_shape_, backend, dtype, rng, "branches"
@@ -286,32 +320,35 @@ class Concatenate(_Container):
                 f"Concatenate: branch outputs {shapes} differ outside axis {self.axis}"
             )
         self._sizes = [s[axis] for s in shapes]
+        self._batch_axis = axis + 1  # the axis of a batch of outputs
         shape = list(shapes[0])
         shape[axis] = sum(self._sizes)
         self.output_shape_ = tuple(shape)
         return self.output_shape_
 
-    def _source_layers(self):
+    def source_layers(self):
         return list(self.branches)
+
+    def chains(self):
+        return [[block] for block in self.sublayers()]
 
     def _copy_with(self, blocks):
         return clone(self).set_params(branches=blocks)
 
     def forward(self, X, *, training):
         outputs = [block.forward(X, training=training) for block in self.blocks_]
-        return self.xp.concatenate(outputs, axis=self.axis % (X.ndim - 1) + 1)
+        return self.xp.concatenate(outputs, axis=self._batch_axis)
 
     def backward(self, dY):
-        axis = self.axis % (dY.ndim - 1) + 1
+        axis = self._batch_axis
         bounds = np.cumsum([0] + self._sizes)
         dX = None
         for block, start, stop in zip(self.blocks_, bounds[:-1], bounds[1:]):
             index = (slice(None),) * axis + (slice(int(start), int(stop)),)
-            block.skip_input_grad = self.skip_input_grad
             part = block.backward(self.xp.ascontiguousarray(dY[index]))
             if part is not None:
                 dX = part if dX is None else dX + part
-        return dX
+        return None if self.skip_input_grad else dX
 
 
 class _Gathered(MutableMapping):
@@ -351,8 +388,10 @@ class _Gathered(MutableMapping):
 def _projection(input_shape, output_shape):
     """The layer that maps the shortcut of a residual block to the block's shape."""
     if len(input_shape) == 3 and len(output_shape) == 3:
-        stride = max(1, math.ceil(input_shape[1] / output_shape[1]))
-        return Conv2D(output_shape[0], 1, stride=stride, use_bias=False)
+        (H, W), (OH, OW) = input_shape[1:], output_shape[1:]
+        stride = (max(1, math.ceil(H / OH)), max(1, math.ceil(W / OW)))
+        if (conv_outsize(H, 1, stride[0], 0), conv_outsize(W, 1, stride[1], 0)) == (OH, OW):
+            return Conv2D(output_shape[0], 1, stride=stride, use_bias=False)
     if len(input_shape) == 1 and len(output_shape) == 1:
         return Dense(output_shape[0], use_bias=False)
     raise ValueError(

@@ -103,6 +103,15 @@ class TimeDistributed(Layer):
     ----------
     layer : Layer
         The layer to apply; it sees samples of the per-step shape.
+    trainable : bool or None, default=None
+        The inner layer's ``trainable``; ``None`` leaves it its own.
+    lr_scale : float or None, default=None
+        The inner layer's ``lr_scale``; ``None`` leaves it its own.
+
+    Attributes
+    ----------
+    layer_ : Layer
+        The built copy of ``layer`` (this layer's only sublayer).
 
     Notes
     -----
@@ -125,28 +134,24 @@ class TimeDistributed(Layer):
     (4, 5, 2)
     """
 
-    def __init__(self, layer):
+    def __init__(self, layer, *, trainable=None, lr_scale=None):
         self.layer = layer
-
-    @property
-    def trainable(self):
-        """The inner layer's ``trainable``."""
-        return getattr(self.layer, "trainable", True)
-
-    @property
-    def lr_scale(self):
-        """The inner layer's ``lr_scale``."""
-        return getattr(self.layer, "lr_scale", 1.0)
+        self.trainable = trainable
+        self.lr_scale = lr_scale
 
     @property
     def regularized(self):
-        return self.layer.regularized
+        """The inner layer's (its parameters are this layer's)."""
+        return self.__dict__.get("layer_", self.layer).regularized
 
     @property
     def shardable(self):
         """The inner layer's, unless it draws random numbers (see :meth:`Layer.split_draws`)."""
-        inner = self.__dict__.get("inner_", self.layer)
+        inner = self.__dict__.get("layer_", self.layer)
         return inner.shardable and type(inner).split_draws is Layer.split_draws
+
+    def chains(self):
+        return [self.sublayers()]
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
@@ -157,9 +162,9 @@ class TimeDistributed(Layer):
                 "TimeDistributed expects sequences (timesteps, ...), got samples of "
                 f"shape {self.input_shape_}"
             )
-        self.inner_ = copy.deepcopy(self.layer)
+        self.layer_ = copy.deepcopy(self.layer)
         inner_shape = build_layer(
-            self.inner_, self.input_shape_[1:], backend=backend, dtype=dtype, rng=rng
+            self.layer_, self.input_shape_[1:], backend=backend, dtype=dtype, rng=rng
         )
         self._share()
         self.output_shape_ = (self.input_shape_[0],) + tuple(inner_shape)
@@ -168,43 +173,45 @@ class TimeDistributed(Layer):
     def _share(self):
         # The same dicts: views the estimator puts in place reach the inner layer.
         self.params, self.grads, self.state = (
-            self.inner_.params,
-            self.inner_.grads,
-            self.inner_.state,
+            self.layer_.params,
+            self.layer_.grads,
+            self.layer_.state,
         )
 
     def forward(self, X, *, training):
         N, T = X.shape[:2]
-        Y = self.inner_.forward(X.reshape((N * T,) + X.shape[2:]), training=training)
+        Y = self.layer_.forward(X.reshape((N * T,) + X.shape[2:]), training=training)
         return Y.reshape((N, T) + Y.shape[1:])
 
     def backward(self, dY):
         N, T = dY.shape[:2]
-        self.inner_.skip_input_grad = self.skip_input_grad
-        dX = self.inner_.backward(dY.reshape((N * T,) + dY.shape[2:]))
+        dX = self.layer_.backward(dY.reshape((N * T,) + dY.shape[2:]))
         return None if dX is None else dX.reshape((N, T) + dX.shape[1:])
 
     def release(self):
-        super().release()
-        self.inner_.release()
+        super().release()  # the inner layer too
         self._share()
 
     def astype(self, dtype):
-        self.inner_.astype(dtype)
-        super().astype(dtype)
+        super().astype(dtype)  # the inner layer too
         self._share()
         return self
 
     def to_backend(self, backend):
-        self.inner_.to_backend(backend)
+        self.layer_.to_backend(backend)
         self.backend_ = backend
         self._share()
         self._buffers, self._cache = {}, {}
         return self
 
+    def load_weights(self):
+        """Its weights are the inner layer's (which loads its own)."""
+
     def __setstate__(self, state):
+        if "inner_" in state:  # pickled before the built layer was named layer_
+            state["layer_"] = state.pop("inner_")
         super().__setstate__(state)
-        if "inner_" in state:
+        if "layer_" in state:
             self._share()
 
 

@@ -80,15 +80,11 @@ def from_estimator(estimator, upto=None, trainable=False):
 
 
 def _copy_with_weights(layer, backend, trainable):
-    if layer.sublayers():  # a container: the same container of copied blocks
-        return layer._copy_with(
-            [_copy_with_weights(block, backend, trainable) for block in layer.sublayers()]
-        )
+    inner = layer.sublayers()  # the layer tree: a container keeps its kind, with copied blocks
+    if inner:
+        return layer._copy_with([_copy_with_weights(block, backend, trainable) for block in inner])
     copy = clone(layer)
     params = copy.get_params(deep=False)
-    if "layer" in params and hasattr(layer, "inner_"):  # a container: copy its layer
-        copy.set_params(layer=_copy_with_weights(layer.inner_, backend, trainable))
-        return copy
     arrays = {**layer.params, **layer.state}
     if arrays and "weights" not in params:
         raise ValueError(

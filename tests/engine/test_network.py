@@ -106,6 +106,7 @@ def test_build_builds_the_layers_passed_records_shapes_and_appends_the_head(back
     assert network.layers[-1].params["W"].shape == (3, 2)
     assert network.output_shape == (2,)
     assert network.input_shape == (5,)
+    network.prepare_training()  # the training plan: backward stops at the first layer
     assert [layer.skip_input_grad for layer in network.layers] == [True, False, False, False]
     assert network.dtype == np.float32
     assert network.backend is backend
@@ -115,7 +116,10 @@ def test_build_without_head_uses_the_given_layers_only(backend):
     network = build([Flatten(), Dense(3)], (2, 3), backend)
     assert len(network.layers) == 2
     assert network.output_shape == (3,)
-    assert network.layers[0].skip_input_grad and not network.layers[1].skip_input_grad
+    # the plan: Flatten has nothing to train, so backward starts (and stops) at Dense
+    plan = network.prepare_training()
+    assert plan.backward_from == 1
+    assert network.layers[1].skip_input_grad
 
 
 # -- forward ---------------------------------------------------------------------------

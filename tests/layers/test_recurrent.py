@@ -241,13 +241,13 @@ def test_time_distributed_dense_is_a_dense_per_step(backend):
     Y = backend.to_numpy(layer.forward(backend.asarray(X), training=False))
     assert_allclose(Y, np.tanh(X @ p["W"] + p["b"]))
     assert layer.output_shape_ == (3, 5) and layer.regularized == ("W",)
-    assert layer.params is layer.inner_.params  # the estimator's views reach the inner layer
+    assert layer.params is layer.layer_.params  # the estimator's views reach the inner layer
     errors = check_layer_gradients(TimeDistributed(Dense(2)), (3, 4))
     assert set(errors) == {"X", "W", "b"}
     restored = pickle.loads(pickle.dumps(layer))
-    assert restored.params is restored.inner_.params
+    assert restored.params is restored.layer_.params
     restored.to_backend(backend)
-    assert restored.params is restored.inner_.params
+    assert restored.params is restored.layer_.params
 
 
 @pytest.mark.parametrize(

@@ -159,26 +159,28 @@ def test_mlp_and_rnn_sources(digits):
 
 
 class NoWeights(Layer):
-    """A custom layer with parameters but no ``weights`` parameter."""
+    """A custom layer with parameters that declares none of trainable/lr_scale/weights."""
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        self._add_params(s=np.ones(1))
+        self.add_param("s", rng.uniform(0.5, 1.5, size=1))
         return input_shape
 
     def forward(self, X, *, training):
         return X * self.params["s"]
 
-    def backward(self, dY):
-        self.grads["s"][...] = 0
-        return dY * self.params["s"]
 
-
-def test_a_custom_layer_without_weights_parameter_is_refused(digits):
+def test_a_custom_layer_that_declares_no_weights_is_reused_frozen(digits):
+    # Every layer takes trainable/lr_scale/weights: from_estimator carries its
+    # parameters, and the copy starts from them, frozen.
     X, y = digits
     clf = ConvNetClassifier(layers=[Flatten(), NoWeights(), Dense(8)], **FAST).fit(X, y)
-    with pytest.raises(ValueError, match="NoWeights has parameters but no `weights`"):
-        from_estimator(clf)
+    reused = from_estimator(clf)
+    assert reused[1].trainable is False
+    trained = clf.network_.backend.to_numpy(clf.layers_[1].params["s"])
+    assert_array_equal(reused[1].weights["s"], trained)
+    target = ConvNetClassifier(layers=[*reused, Dense(4)], **FAST).fit(X, y)
+    assert_array_equal(target.network_.backend.to_numpy(target.layers_[1].params["s"]), trained)
 
 
 def test_freezing_and_transfer_on_every_device(device, digits):
