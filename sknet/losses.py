@@ -29,15 +29,29 @@ loss                   output          per-sample value
 The stock log-loss, squared error and Poisson deviance have the values of
 scikit-learn's MLP losses, and their gradient is fused with the output
 activation (``P - Y``: no softmax Jacobian is ever formed).
+
+What a loss returns is checked before anything uses it (:meth:`Loss.__call__`):
+per-sample values of shape ``(n_samples,)`` (or ``(n_samples, 1)``) and a
+gradient of ``Z``'s shape, both arrays of ``Z``'s kind and dtype; anything
+else is a ``ValueError`` (shapes) or ``TypeError`` (types, dtypes) naming
+the loss. An estimator takes only a loss that fits it: a classifier's must
+output probabilities (softmax for multiclass targets, logistic for binary and
+multilabel ones), a regressor's must not be a classification loss.
 """
 
-import numpy as np
-from sklearn.base import BaseEstimator, clone
+import numbers as _numbers
 
-from sknet.autodiff._recording import values_and_gradient
-from sknet.backend import ACTIVATIONS, get_array_module
+import numpy as _np
+from sklearn import base as _sklearn_base
+
+from sknet.autodiff import _recording
+from sknet.backend import ACTIVATIONS as _ACTIVATIONS
+from sknet.backend import get_array_module as _get_array_module
 
 __all__ = [
+    "CLASSIFIER_LOSSES",
+    "LOSSES",
+    "REGRESSOR_LOSSES",
     "AbsoluteError",
     "FocalLoss",
     "Huber",
@@ -46,11 +60,13 @@ __all__ = [
     "Poisson",
     "Quantile",
     "SquaredError",
+    "estimator_loss",
     "make_loss",
+    "output_activation",
 ]
 
 
-class Loss(BaseEstimator):
+class Loss(_sklearn_base.BaseEstimator):
     """Base class of losses.
 
     Subclass it for a loss of your own: store parameters in ``__init__``
@@ -58,14 +74,25 @@ class Loss(BaseEstimator):
     either :meth:`value` (the per-sample loss, written with the functions of
     :mod:`sknet.autodiff`: its gradient follows automatically) or
     :meth:`loss_and_gradient` (value and gradient by hand: fastest). For
-    another output than the identity, also :meth:`output` and
-    ``out_activation``. Check the gradient with
+    another output than the identity, set ``out_activation``: ``'softmax'``,
+    ``'logistic'`` and ``'exp'`` need nothing more; any other name needs
+    :meth:`output` too. A classifier's loss outputs probabilities (softmax
+    for multiclass targets, logistic for binary and multilabel ones; choose
+    per target in :meth:`for_target` to serve both). Check the gradient with
     :func:`sknet.utils.check_loss_gradients`.
+
+    Subclassing a stock loss keeps your methods: a :meth:`value` of your
+    own is differentiated (the stock gradient would not be its gradient), a
+    :meth:`loss_and_gradient` of your own is called. Changing only the
+    output of a stock loss is refused, since the stock gradient belongs to
+    the stock output.
 
     Attributes
     ----------
     out_activation : str
-        Name of the output activation, reported as ``out_activation_``.
+        Name of the output activation, reported as ``out_activation_``
+        (``'identity'``, ``'softmax'``, ``'logistic'``, ``'exp'``, or a name
+        of your own with :meth:`output`).
 
     Examples
     --------
@@ -95,9 +122,24 @@ class Loss(BaseEstimator):
 
     out_activation = "identity"
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "value" in vars(cls) and "loss_and_gradient" not in vars(cls):
+            # The value defined here is the loss: its gradient follows from it,
+            # not from a loss_and_gradient a base class wrote for another value.
+            cls.loss_and_gradient = Loss.loss_and_gradient
+
     def output(self, Z):
-        """Turn raw outputs into predictions, in place if you like; returns them."""
-        return Z
+        """Turn raw outputs into predictions, in place if you like; returns them.
+
+        The default applies the function ``out_activation`` names
+        (``'identity'``, ``'softmax'``, ``'logistic'`` or ``'exp'``).
+        """
+        name = self.out_activation
+        function = _OUTPUT_FUNCTIONS.get(name) if isinstance(name, str) else None
+        if function is None:
+            raise ValueError(_unknown_output_message(self))
+        return function(Z)
 
     def value(self, Z, Y):
         """Per-sample loss values, written with :mod:`sknet.autodiff`.
@@ -142,7 +184,7 @@ class Loss(BaseEstimator):
             ``dZ[i] = d values[i] / d Z[i]``, a new array (it is scaled in
             place by the sample weights).
         """
-        return values_and_gradient(self, Z, Y)
+        return _recording.values_and_gradient(self, Z, Y)
 
     def for_target(self, target_type):
         """The loss to train with for targets of ``target_type`` (default: itself).
@@ -155,15 +197,26 @@ class Loss(BaseEstimator):
         return self
 
     def check_target(self, Y):
-        """Raise a ValueError if the 2-D targets ``Y`` are outside the loss's domain."""
+        """Raise a ValueError if the 2-D targets ``Y`` are outside the loss's domain.
+
+        Called before training with ``Y`` as the estimator encodes it: floats
+        for a regressor, boolean indicator columns for a classifier.
+        """
 
     def __call__(self, Z, Y, sample_weight=None, sw_sum=None):
         """Return ``(loss, dZ)`` for a batch: the weighted mean and its gradient.
 
         ``sw_sum`` is ``sample_weight.sum()`` when the caller knows it (it
         saves a reduction on the device). ``loss`` stays on the device.
+
+        What :meth:`loss_and_gradient` returns is checked first, without
+        reading anything back from the device: a ``ValueError`` for values
+        not of shape ``(n_samples,)`` or ``(n_samples, 1)`` (raveled) or a
+        gradient not of ``Z``'s shape, a ``TypeError`` for anything that is
+        not an array of ``Z``'s kind and dtype. NaN and inf pass (the
+        training loop reports a diverging loss).
         """
-        values, dZ = self.loss_and_gradient(Z, Y)
+        values, dZ = self._checked(self.loss_and_gradient(Z, Y), Z, Y)
         if sample_weight is None:
             loss = values.mean()
             dZ *= 1.0 / Z.shape[0]
@@ -174,17 +227,67 @@ class Loss(BaseEstimator):
             dZ *= (sample_weight / sw_sum)[:, None]
         return loss, dZ
 
+    def _checked(self, result, Z, Y):
+        """``(values, dZ)`` from :meth:`loss_and_gradient`, checked before anything uses them.
+
+        A wrong shape or dtype would reach the kernels of the backward pass,
+        which trust their arrays' shapes. A gradient of another dtype is
+        refused, not cast: a cast would hide a float64 computation paying
+        twice the time and memory of a float32 model's at every batch, or a
+        float32 one that loses a float64 model's precision; the fix is to
+        compute in ``Z.dtype``. A gradient that is a view of ``Z`` or ``Y``,
+        read-only or not C-contiguous is copied, since it is scaled in place.
+        """
+        name = f"{type(self).__name__}.loss_and_gradient"
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError(f"{name} must return a pair (values, dZ), got {_describe(result)}")
+        values, dZ = result
+        xp, n = _get_array_module(Z), Z.shape[0]
+        for what, array in (("per-sample values", values), ("gradient dZ", dZ)):
+            if not isinstance(array, xp.ndarray):
+                raise TypeError(
+                    f"{name} must return arrays of Z's kind ({xp.__name__}.ndarray), but "
+                    f"its {what} are {_describe(array)}"
+                )
+        if values.shape == (n, 1):
+            values = values.reshape(n)
+        elif values.shape != (n,):
+            raise ValueError(
+                f"{name} returned per-sample values of shape {values.shape}; expected "
+                f"({n},) (or ({n}, 1)): one loss per sample of Z, whose shape is {Z.shape}"
+            )
+        if dZ.shape != Z.shape:
+            raise ValueError(
+                f"{name} returned a gradient dZ of shape {dZ.shape}; expected {Z.shape}, "
+                "the shape of Z"
+            )
+        for what, array in (("per-sample values", values), ("gradient dZ", dZ)):
+            if array.dtype != Z.dtype:
+                raise TypeError(
+                    f"{name} returned {what} of dtype {array.dtype} for Z of dtype "
+                    f"{Z.dtype}; expected {Z.dtype}. Compute in Z's dtype (constants as "
+                    "Python numbers or arrays made with dtype=Z.dtype)."
+                )
+        if (
+            not dZ.flags.c_contiguous
+            or not getattr(dZ.flags, "writeable", True)
+            or xp.may_share_memory(dZ, Z)
+            or xp.may_share_memory(dZ, Y)
+        ):
+            dZ = xp.array(dZ, order="C")  # scaled in place by the caller
+        return values, dZ
+
     def release(self):
         """Drop work buffers (end of ``fit``)."""
         self.__dict__.pop("_grad", None)
 
     def _buffer_like(self, Z):
         """A reused array shaped like ``Z`` (the gradient of stock losses)."""
-        xp = get_array_module(Z)
+        xp = _get_array_module(Z)
         buf = self.__dict__.get("_grad")
         if (
             buf is None
-            or get_array_module(buf) is not xp
+            or _get_array_module(buf) is not xp
             or buf.shape[1:] != Z.shape[1:]
             or buf.shape[0] < Z.shape[0]
             or buf.dtype != Z.dtype
@@ -201,7 +304,7 @@ class Loss(BaseEstimator):
 class _CanonicalLoss(Loss):
     """A loss whose gradient through its output activation is ``(P - Y) * scale``."""
 
-    def per_sample(self, Z, Y, P):
+    def _per_sample(self, Z, Y, P):
         """Per-sample values from logits, targets and activations."""
         raise NotImplementedError
 
@@ -212,7 +315,7 @@ class _CanonicalLoss(Loss):
         P = self._buffer_like(Z)
         P[...] = Z
         self.output(P)
-        values = self.per_sample(Z, Y, P)
+        values = self._per_sample(Z, Y, P)
         P -= Y
         scale = self._grad_scale(Z)
         if scale != 1.0:
@@ -220,41 +323,13 @@ class _CanonicalLoss(Loss):
         return values, P
 
 
-class _SoftmaxLogLoss(_CanonicalLoss):
-    """Softmax output with the multiclass log-loss (one-hot ``Y``)."""
-
-    out_activation = "softmax"
-
-    def output(self, Z):
-        return _softmax(Z)
-
-    def per_sample(self, Z, Y, P):
-        # -log softmax(Z)[y] = logsumexp(Z) - <Y, Z>, computed stably.
-        return _logsumexp(Z) - (Y * Z).sum(axis=1)
-
-
-class _LogisticLogLoss(_CanonicalLoss):
-    """Logistic outputs with the binary log-loss summed over outputs."""
-
-    out_activation = "logistic"
-
-    def output(self, Z):
-        return ACTIVATIONS["logistic"].forward(get_array_module(Z), Z, Z)
-
-    def per_sample(self, Z, Y, P):
-        # softplus(z) - y z = max(z, 0) - y z + log1p(exp(-|z|))
-        xp = get_array_module(Z)
-        values = xp.log1p(xp.exp(-xp.abs(Z)))
-        values += xp.maximum(Z, 0)
-        values -= Y * Z
-        return values.sum(axis=1)
-
-
-class LogLoss(_SoftmaxLogLoss):
+class LogLoss(_CanonicalLoss):
     """The log-loss (cross-entropy), scikit-learn's MLP classifier loss.
 
     Softmax outputs for multiclass targets; logistic outputs, with the binary
-    log-loss summed over labels, for binary and multilabel targets.
+    log-loss summed over labels, for binary and multilabel targets. A
+    subclass keeps its own methods for every target type; its
+    ``out_activation`` says which output it trains.
 
     Examples
     --------
@@ -273,7 +348,30 @@ class LogLoss(_SoftmaxLogLoss):
     """
 
     def for_target(self, target_type):
-        return LogLoss() if target_type == "multiclass" else _LogisticLogLoss()
+        loss = _sklearn_base.clone(self)
+        loss._logistic = target_type != "multiclass"
+        return loss
+
+    @property
+    def out_activation(self):
+        return "logistic" if self.__dict__.get("_logistic", False) else "softmax"
+
+    def _per_sample(self, Z, Y, P):
+        if self.out_activation == "softmax":
+            # -log softmax(Z)[y] = logsumexp(Z) - <Y, Z>, computed stably.
+            return _logsumexp(Z) - (Y * Z).sum(axis=1)
+        # softplus(z) - y z = max(z, 0) - y z + log1p(exp(-|z|)), summed over labels
+        xp = _get_array_module(Z)
+        values = xp.log1p(xp.exp(-xp.abs(Z)))
+        values += xp.maximum(Z, 0)
+        values -= Y * Z
+        return values.sum(axis=1)
+
+
+class _LogisticLogLoss(LogLoss):
+    """Logistic outputs with the binary log-loss summed over outputs, for any target."""
+
+    out_activation = "logistic"
 
 
 class FocalLoss(Loss):
@@ -317,9 +415,8 @@ class FocalLoss(Loss):
         self.gamma = gamma
 
     def for_target(self, target_type):
-        if not self.gamma >= 0:
-            raise ValueError(f"FocalLoss needs gamma >= 0, got {self.gamma!r}")
-        loss = clone(self)
+        _check_real(self, "gamma", lambda gamma: gamma >= 0, "gamma >= 0")
+        loss = _sklearn_base.clone(self)
         loss._softmax = target_type == "multiclass"
         return loss
 
@@ -327,13 +424,8 @@ class FocalLoss(Loss):
     def out_activation(self):
         return "softmax" if self.__dict__.get("_softmax", True) else "logistic"
 
-    def output(self, Z):
-        if self.out_activation == "softmax":
-            return _softmax(Z)
-        return ACTIVATIONS["logistic"].forward(get_array_module(Z), Z, Z)
-
     def loss_and_gradient(self, Z, Y):
-        xp, g = get_array_module(Z), float(self.gamma)
+        xp, g = _get_array_module(Z), float(self.gamma)
         if self.out_activation == "softmax":
             lse = _logsumexp(Z)
             log_pt = (Y * Z).sum(axis=1) - lse  # log p of the true class
@@ -375,7 +467,7 @@ class SquaredError(_CanonicalLoss):
            [2. ]])
     """
 
-    def per_sample(self, Z, Y, P):
+    def _per_sample(self, Z, Y, P):
         diff = Z - Y
         diff *= diff
         return 0.5 * diff.mean(axis=1)
@@ -401,7 +493,7 @@ class AbsoluteError(Loss):
     """
 
     def loss_and_gradient(self, Z, Y):
-        xp = get_array_module(Z)
+        xp = _get_array_module(Z)
         R = Z - Y
         return xp.abs(R).mean(axis=1), xp.sign(R) / Z.shape[1]
 
@@ -435,11 +527,10 @@ class Huber(Loss):
         self.delta = delta
 
     def check_target(self, Y):
-        if not self.delta > 0:
-            raise ValueError(f"Huber needs delta > 0, got {self.delta!r}")
+        _check_real(self, "delta", lambda delta: delta > 0, "delta > 0")
 
     def loss_and_gradient(self, Z, Y):
-        xp, delta = get_array_module(Z), float(self.delta)
+        xp, delta = _get_array_module(Z), float(self.delta)
         R = Z - Y
         A = xp.abs(R)
         values = xp.where(A <= delta, 0.5 * R * R, delta * (A - 0.5 * delta)).mean(axis=1)
@@ -479,11 +570,10 @@ class Quantile(Loss):
         self.quantile = quantile
 
     def check_target(self, Y):
-        if not 0 < self.quantile < 1:
-            raise ValueError(f"Quantile needs 0 < quantile < 1, got {self.quantile!r}")
+        _check_real(self, "quantile", lambda q: 0 < q < 1, "0 < quantile < 1")
 
     def loss_and_gradient(self, Z, Y):
-        xp, q = get_array_module(Z), float(self.quantile)
+        xp, q = _get_array_module(Z), float(self.quantile)
         R = Y - Z
         values = xp.maximum(q * R, (q - 1) * R).mean(axis=1)
         dZ = (1 - q) - (R > 0).astype(Z.dtype)  # -q above the target, 1 - q below
@@ -528,13 +618,9 @@ class Poisson(_CanonicalLoss):
                 f"loss='poisson' requires y >= 0, but y has values down to {Y.min()}."
             )
 
-    def output(self, Z):
-        xp = get_array_module(Z)
-        return xp.exp(Z, out=Z)
-
-    def per_sample(self, Z, Y, P):
+    def _per_sample(self, Z, Y, P):
         # y log(y / p) - y + p, with 0 log 0 = 0 and log p = z.
-        xp = get_array_module(Z)
+        xp = _get_array_module(Z)
         positive = Y > 0
         ylogy = xp.where(positive, Y * xp.log(xp.where(positive, Y, 1)), 0)
         values = ylogy - Y * Z
@@ -544,7 +630,7 @@ class Poisson(_CanonicalLoss):
 
 
 def _softmax(Z):
-    xp = get_array_module(Z)
+    xp = _get_array_module(Z)
     Z -= Z.max(axis=1, keepdims=True)
     xp.exp(Z, out=Z)
     Z /= Z.sum(axis=1, keepdims=True)
@@ -552,7 +638,7 @@ def _softmax(Z):
 
 
 def _logsumexp(Z):
-    xp = get_array_module(Z)
+    xp = _get_array_module(Z)
     m = Z.max(axis=1)
     return xp.log(xp.exp(Z - m[:, None]).sum(axis=1)) + m
 
@@ -565,7 +651,7 @@ def _pow(xp, base, exponent):
     """``base ** exponent`` with ``0 ** negative`` read as 0 (it is multiplied by 0)."""
     if exponent >= 0:
         return base**exponent
-    tiny = np.finfo(base.dtype).tiny
+    tiny = _np.finfo(base.dtype).tiny
     return xp.where(base > 0, xp.maximum(base, tiny) ** exponent, xp.zeros_like(base))
 
 
@@ -582,15 +668,28 @@ REGRESSOR_LOSSES = {
 LOSSES = {**CLASSIFIER_LOSSES, **REGRESSOR_LOSSES, "binary_log_loss": _LogisticLogLoss}
 
 
+# The output a classifier's loss needs, by target type: probabilities.
+_CLASSIFIER_OUTPUTS = {
+    "binary": "logistic",
+    "multiclass": "softmax",
+    "multilabel-indicator": "logistic",
+}
+# The stock losses for classification, which no regressor takes.
+_CLASSIFICATION_LOSSES = (LogLoss, FocalLoss)
+
+
 def make_loss(loss, target_type=None):
     """A loss object for ``loss`` (a name or a :class:`Loss`), ready to train.
 
     Objects are cloned, never modified; with ``target_type`` the result is
     resolved with :meth:`Loss.for_target` (``'multiclass'`` gives the
-    softmax log-loss).
+    softmax log-loss). A subclass of a stock loss that changes its output
+    but not its loss is refused (``TypeError``), as is an ``out_activation``
+    with no function (``ValueError``).
     """
     if isinstance(loss, Loss):
-        loss = clone(loss)
+        _check_overrides(loss)
+        loss = _sklearn_base.clone(loss)
     else:
         try:
             loss = LOSSES[loss]()
@@ -599,19 +698,136 @@ def make_loss(loss, target_type=None):
                 f"loss must be a Loss or one of {sorted(LOSSES)}, got {loss!r}"
             ) from None
     if target_type is not None:
-        loss = loss.for_target(target_type)
+        resolved = loss.for_target(target_type)
+        if not isinstance(resolved, Loss):
+            raise TypeError(
+                f"{type(loss).__name__}.for_target({target_type!r}) must return a Loss, "
+                f"got {_describe(resolved)}"
+            )
+        loss = resolved
+    if type(loss).output is Loss.output and loss.out_activation not in _OUTPUT_FUNCTIONS:
+        raise ValueError(_unknown_output_message(loss))
     return loss
 
 
-# Output activations for prediction, by ``out_activation_`` name.
-_OUTPUTS = {
-    "softmax": _SoftmaxLogLoss,
-    "logistic": _LogisticLogLoss,
-    "identity": SquaredError,
-    "exp": Poisson,
+def estimator_loss(loss, target_type, estimator):
+    """:func:`make_loss` for an estimator, refusing a loss that does not fit it.
+
+    A classifier (``target_type`` ``'binary'``, ``'multiclass'`` or
+    ``'multilabel-indicator'``) needs probabilities from its loss, for ``predict_proba``: softmax
+    outputs for multiclass targets, logistic ones for binary and multilabel
+    targets. A regressor (``target_type='continuous'``) refuses the stock
+    classification losses. Either is a ``ValueError`` naming the loss and
+    what to change, raised before any training.
+
+    Examples
+    --------
+    >>> from sknet import MLPClassifier
+    >>> from sknet.losses import Huber, estimator_loss
+    >>> estimator_loss("log_loss", "binary", MLPClassifier()).out_activation
+    'logistic'
+    >>> estimator_loss(Huber(), "multiclass", MLPClassifier())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: MLPClassifier needs probabilities from its loss, but Huber outputs 'identity'...
+    """
+    resolved = make_loss(loss, target_type)
+    who, name = type(estimator).__name__, type(resolved).__name__
+    needed = _CLASSIFIER_OUTPUTS.get(target_type)
+    if needed is not None and resolved.out_activation != needed:
+        raise ValueError(
+            f"{who} needs probabilities from its loss, but {name} outputs "
+            f"{resolved.out_activation!r}: for {target_type} targets, predict_proba needs "
+            f"out_activation={needed!r}. Define out_activation = {needed!r} in {name} (its "
+            "output follows; write value or loss_and_gradient for that output), choose the "
+            "output per target type in for_target (as LogLoss does), or use one of the "
+            f"classifier losses {sorted(CLASSIFIER_LOSSES)}."
+        )
+    if needed is None and isinstance(resolved, _CLASSIFICATION_LOSSES):
+        raise ValueError(
+            f"{who} is a regressor, but {name} is a classification "
+            f"loss (outputs {resolved.out_activation!r} for class labels): use one of "
+            f"{sorted(REGRESSOR_LOSSES)} or a Loss of your own, or a classifier."
+        )
+    return resolved
+
+
+def _check_overrides(loss):
+    """Refuse a subclass of a stock loss that changes its output but not its loss."""
+    cls = type(loss)
+    mine = []  # the user's classes, down to the nearest stock one
+    for base in cls.__mro__:
+        if base.__module__ == __name__:
+            stock = base
+            break
+        mine.append(base)
+    if not mine or stock is Loss:
+        return
+    defines = {name for base in mine for name in vars(base)}
+    if {"value", "loss_and_gradient"} & defines:
+        return  # its own loss, run as written
+    changed = sorted({"output", "out_activation"} & defines)
+    if changed:
+        raise TypeError(
+            f"{cls.__name__} changes {' and '.join(changed)} of {stock.__name__} but not "
+            f"its loss: {stock.__name__}'s gradient is written for its own output "
+            f"({stock().out_activation!r}), so training and predictions would disagree. "
+            "Override value (its gradient follows) or loss_and_gradient as well, or "
+            "subclass Loss."
+        )
+
+
+def _check_real(loss, name, ok, requirement):
+    """A ValueError unless the parameter ``name`` of ``loss`` is a real number that is ``ok``."""
+    value = getattr(loss, name)
+    if isinstance(value, bool) or not isinstance(value, _numbers.Real) or not ok(value):
+        raise ValueError(f"{type(loss).__name__} needs {requirement}, got {value!r}")
+
+
+def _describe(obj):
+    """What a returned object is, for error messages: an array's shape, else its type."""
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        return f"{type(obj).__module__}.{type(obj).__qualname__} of shape {shape}"
+    return f"{type(obj).__qualname__} {obj!r:.60}"
+
+
+def _unknown_output_message(loss):
+    name = type(loss).__name__
+    return (
+        f"{name}.out_activation is {loss.out_activation!r}, which has no function in sknet "
+        f"(those that do: {sorted(_OUTPUT_FUNCTIONS)}); define {name}.output(Z) to compute it, "
+        "or name one of those."
+    )
+
+
+def _logistic(Z):
+    return _ACTIVATIONS["logistic"].forward(_get_array_module(Z), Z, Z)
+
+
+def _exp(Z):
+    return _get_array_module(Z).exp(Z, out=Z)
+
+
+def _identity(Z):
+    return Z
+
+
+# Output activations for prediction, by ``out_activation`` name; each works in place.
+_OUTPUT_FUNCTIONS = {
+    "exp": _exp,
+    "identity": _identity,
+    "logistic": _logistic,
+    "softmax": _softmax,
 }
 
 
 def output_activation(name, Z):
     """Apply the output activation ``name`` (an ``out_activation_``) in place."""
-    return _OUTPUTS[name]().output(Z)
+    try:
+        function = _OUTPUT_FUNCTIONS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"Unknown output activation {name!r}; sknet's are {sorted(_OUTPUT_FUNCTIONS)}"
+        ) from None
+    return function(Z)

@@ -220,6 +220,10 @@ def test_quantile_and_absolute_error():
         (FocalLoss(gamma=-1), "gamma >= 0"),
         (Huber(delta=0), "delta > 0"),
         (Quantile(quantile=1.5), "0 < quantile < 1"),
+        # not numbers: the same message, not a comparison failing in Python
+        (FocalLoss(gamma="2"), "FocalLoss needs gamma >= 0, got '2'"),
+        (Huber(delta=None), "Huber needs delta > 0, got None"),
+        (Quantile(quantile=[0.5]), r"Quantile needs 0 < quantile < 1, got \[0.5\]"),
     ],
 )
 def test_bad_loss_parameters_are_clear_errors(loss, message):
@@ -424,3 +428,13 @@ def test_a_warm_fit_takes_new_loss_parameters_but_not_a_new_output(digits):
         reg.set_params(loss="huber").fit(X, y.astype(float))
     with pytest.raises(ValueError, match="loss changed.*'identity' -> 'exp'"):
         reg.set_params(loss="poisson").fit(X, y.astype(float))
+
+
+def test_the_module_exposes_only_its_own_names():
+    import sknet.losses
+
+    # (pytest's assertion rewriting adds names that are not identifiers)
+    public = {name for name in dir(sknet.losses) if name.isidentifier() and name[0] != "_"}
+    assert public == set(sknet.losses.__all__)
+    for name in public:
+        assert getattr(getattr(sknet.losses, name), "__module__", "sknet.losses") == "sknet.losses"

@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import (
 )
 
 from sknet.backend import get_array_module, is_device_array
-from sknet.losses import CLASSIFIER_LOSSES, Loss, make_loss
+from sknet.losses import CLASSIFIER_LOSSES, Loss, estimator_loss
 
 
 def _check_partial_fit_first_call(clf, classes):
@@ -66,7 +66,8 @@ class NetworkClassifierMixin(ClassifierMixin):
         return compute_sample_weight(self.class_weight, y)
 
     def _make_loss(self):
-        return make_loss(self.loss, self._label_binarizer.y_type_)
+        # A classifier's loss outputs probabilities: refused otherwise, before training.
+        return estimator_loss(self.loss, self._label_binarizer.y_type_, self)
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = self._validate_Xy(X, y, reset)
@@ -101,6 +102,7 @@ class NetworkClassifierMixin(ClassifierMixin):
                 f"the data, but the data contains only one class: {only!r}"
             )
         Y = self._label_binarizer.transform(y).astype(bool)
+        self._make_loss().check_target(Y)  # the loss fits the targets (and the estimator)
         return X, Y
 
     def _stratify_labels(self, Y):

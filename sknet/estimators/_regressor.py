@@ -7,7 +7,7 @@ from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 
-from sknet.losses import REGRESSOR_LOSSES, Loss, make_loss
+from sknet.losses import REGRESSOR_LOSSES, Loss, estimator_loss
 
 
 class NetworkRegressorMixin(RegressorMixin):
@@ -18,7 +18,8 @@ class NetworkRegressorMixin(RegressorMixin):
     }
 
     def _make_loss(self):
-        return make_loss(self.loss, "continuous")
+        # A classification loss is refused, before training.
+        return estimator_loss(self.loss, "continuous", self)
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = self._validate_Xy(X, y, reset, y_numeric=True)
