@@ -107,13 +107,20 @@ def _reduced(shape, axes):
 
 
 def logsumexp(a, axis=None, keepdims=False):
-    """``log(sum(exp(a)))`` over ``axis``, computed stably."""
+    """``log(sum(exp(a)))`` over ``axis``, computed stably.
+
+    With infinities it gives the limits, as SciPy's: ``inf`` where an element is
+    ``inf``, ``-inf`` where all are ``-inf``; its gradient (the softmax of ``a``)
+    is NaN there.
+    """
     xp, da = _xp(a), value(a)
     axes = _axes(axis, da.ndim)
     top = da.max(axis=axes, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, 0)  # an infinite maximum would give inf - inf
     shifted = xp.exp(da - top)
     total = shifted.sum(axis=axes, keepdims=True)
-    y = xp.log(total) + top
+    with np.errstate(divide="ignore"):  # log(0): every element is -inf
+        y = xp.log(total) + top
 
     def vjp(g, needs):
         return (_expand(g, da.shape, axes, keepdims) * (shifted / total),)

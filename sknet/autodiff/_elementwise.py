@@ -69,7 +69,12 @@ def divide(a, b):
 
 
 def power(a, b):
-    """``a ** b`` (a variable exponent needs a positive base)."""
+    """``a ** b``.
+
+    A recorded exponent needs a base ``a >= 0``: its gradient is
+    ``a ** b * log(a)``, taken as 0 where ``a == 0`` (its limit for ``b > 0``)
+    and NaN where ``a < 0``.
+    """
     da, db = value(a), value(b)
     y = da**db
 
@@ -78,11 +83,18 @@ def power(a, b):
         if needs[0]:
             ga = unbroadcast(g * db * da ** (db - 1), shape_of(a))
         if needs[1]:
-            log_a = _xp(da).log(da) if hasattr(da, "dtype") else math.log(da)
-            gb = unbroadcast(g * y * log_a, shape_of(b))
+            gb = unbroadcast(g * y * _log_base(da), shape_of(b))
         return ga, gb
 
     return record(y, (a, b), vjp)
+
+
+def _log_base(a):
+    """``log(a)`` of a power's base, but 0 where ``a == 0`` (``a ** b * log(a)`` tends to 0)."""
+    if not hasattr(a, "dtype"):  # a Python number: no array (nor its dtype) to promote
+        return math.log(a) if a > 0 else 0.0 if a == 0 else math.nan
+    xp = _xp(a)
+    return xp.log(xp.where(a == 0, 1, a))
 
 
 def negative(a):
@@ -147,10 +159,14 @@ def softplus(a):
 
 
 def clip(a, a_min, a_max):
-    """``a`` limited to ``[a_min, a_max]`` (constant bounds; gradient 0 outside)."""
-    xp, da = _xp(a), value(a)
-    y = xp.clip(da, a_min, a_max)
-    return record(y, (a,), lambda g, needs: (g * (y == da),))
+    """``a`` limited to ``[a_min, a_max]``, as :func:`numpy.clip` (``None``: no bound).
+
+    It is ``minimum(maximum(a, a_min), a_max)``: the bounds broadcast against
+    ``a`` and may be recorded too; the gradient goes to ``a`` where it lies
+    within the bounds (or on one), and to the bound it crossed elsewhere.
+    """
+    y = a if a_min is None else maximum(a, a_min)
+    return y if a_max is None else minimum(y, a_max)
 
 
 # -- choices -------------------------------------------------------------------

@@ -129,9 +129,18 @@ def gradients(output, seed, wrt):
     -------
     grads : list of array or None
         One per ``wrt`` entry; ``None`` where the output does not depend on it.
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` does not have the shape of ``output``.
     """
     if type(output) is not Variable:
         return [None] * len(wrt)
+    if tuple(shape_of(seed)) != tuple(output.shape):  # it would broadcast into every gradient
+        raise ValueError(
+            f"seed must have the output's shape {tuple(output.shape)}, got {shape_of(seed)}"
+        )
     reached, stack = {}, [output]
     while stack:
         var = stack.pop()
@@ -150,6 +159,11 @@ def gradients(output, seed, wrt):
         for parent, g_parent in zip(var.parents, var.vjp(g, needs)):
             if parent is None or g_parent is None:
                 continue
+            if g_parent.shape != parent.data.shape:  # a defect of that primitive, never silent
+                raise RuntimeError(
+                    f"The vector-Jacobian product of a primitive returned a gradient of shape "
+                    f"{g_parent.shape} for an input of shape {parent.data.shape}"
+                )
             if g_parent.dtype != parent.data.dtype:  # e.g. a NumPy float64 scalar factor
                 g_parent = g_parent.astype(parent.data.dtype)
             previous = grads.get(id(parent))
