@@ -364,7 +364,10 @@ class ProgressBar(Callback):
 
     Draws a tqdm bar when tqdm is installed (``sknet-nn[progress]``) and stderr
     is a terminal; otherwise (a log file, a notebook's captured output, no
-    tqdm) prints one line per epoch instead.
+    tqdm, ``solver='lbfgs'``, whose iterations have no batches) prints one
+    line per epoch instead. The bar closes with the epoch's last batch, so
+    what other callbacks print at the end of the epoch (:class:`PrintLog`)
+    does not leave a bar behind.
 
     Examples
     --------
@@ -389,7 +392,8 @@ class ProgressBar(Callback):
         self._tqdm, self._bar = tqdm, None
 
     def on_epoch_begin(self, state, epoch):
-        if self._tqdm is not None:
+        if self._tqdm is not None and state.optimizer is not None:
+            self._seen = 0
             self._bar = self._tqdm(
                 total=state.n_train_rows,
                 desc=f"epoch {epoch}",
@@ -401,12 +405,16 @@ class ProgressBar(Callback):
     def on_batch_end(self, state, batch, size):
         if self._bar is not None:
             self._bar.update(size)
+            self._seen += size
+            if self._seen >= state.n_train_rows:  # the epoch's last batch
+                self._bar.close()
+                self._bar = None
 
     def on_epoch_end(self, state, epoch, logs):
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        else:
+        elif self._tqdm is None or state.optimizer is None:
             print(f"epoch {epoch}: train_loss {logs['train_loss']:.5f}", file=sys.stderr)
         return False
 

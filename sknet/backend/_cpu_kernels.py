@@ -444,3 +444,16 @@ if os.environ.get("SKNET_NUMBA", "1") != "0":
         KERNELS = None
     except RuntimeError:  # no writable cache directory: compile in memory each run
         KERNELS = _compile(cache=False)
+
+
+def require(kernel, fits, *arrays):
+    """Refuse to run a compiled kernel on arrays that do not fit together.
+
+    Numba kernels index without bounds checks: arrays of the wrong shape
+    (from a user's layer or loss, say) would make them read or write outside
+    their memory. Every kernel call checks its shapes first, a few tuple
+    comparisons, and raises a ValueError naming the kernel and the shapes.
+    """
+    if not fits:
+        shapes = ", ".join(str(tuple(getattr(a, "shape", ()))) for a in arrays)
+        raise ValueError(f"{kernel}: arrays of shapes {shapes} do not fit together")

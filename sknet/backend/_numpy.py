@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sknet.backend._base import Backend
-from sknet.backend._cpu_kernels import KERNELS
+from sknet.backend._cpu_kernels import KERNELS, require
 from sknet.backend._numpy_conv import NumpyConvolutions
 
 _NO_MASK = np.ones(0, dtype=bool)
@@ -63,18 +63,23 @@ class NumpyBackend(NumpyConvolutions, Backend):
     def adam_update(self, param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp):
         if self.kernels is None or not _contiguous(param, grad, m, v):
             return super().adam_update(param, grad, m, v, lr, beta_1, beta_2, epsilon, tmp)
+        fits = param.shape == grad.shape == m.shape == v.shape
+        require("adam_update", fits, param, grad, m, v)
         dt = param.dtype.type
         self.kernels["adam_update"](param, grad, m, v, dt(lr), dt(beta_1), dt(beta_2), dt(epsilon))
 
     def sgd_update(self, param, grad, velocity, lr, momentum, nesterov, tmp):
         if self.kernels is None or not _contiguous(param, grad, velocity):
             return super().sgd_update(param, grad, velocity, lr, momentum, nesterov, tmp)
+        fits = param.shape == grad.shape == velocity.shape
+        require("sgd_update", fits, param, grad, velocity)
         dt = param.dtype.type
         self.kernels["sgd_update"](param, grad, velocity, dt(lr), dt(momentum), bool(nesterov))
 
     def add_scaled(self, y, x, alpha):
         if self.kernels is None or not _contiguous(y, x):
             return super().add_scaled(y, x, alpha)
+        require("add_scaled", y.shape == x.shape, y, x)
         self.kernels["add_scaled"](y, x, y.dtype.type(alpha))
         return y
 
@@ -83,6 +88,9 @@ class NumpyBackend(NumpyConvolutions, Backend):
             return super().lstm_cell_forward(g, c_prev, c, tc, h_prev, h, real)
         has_mask = real is not None
         real = real if has_mask else _NO_MASK
+        N, H = c.shape
+        fits = g.shape == (N, 4 * H) and c_prev.shape == tc.shape == h_prev.shape == h.shape
+        require("lstm_cell", fits and (not has_mask or real.shape == (N,)), g, c, h, real)
         self.kernels["lstm_gates"](g, c_prev, c, real, has_mask)
         np.tanh(c, out=tc)
         self.kernels["lstm_output"](g, tc, h_prev, h, real, has_mask)
@@ -96,6 +104,9 @@ class NumpyBackend(NumpyConvolutions, Backend):
         if self.kernels is None:
             return super().lstm_cell_backward(dh, dc, g, tc, c_prev, real, dz, factors)
         has_mask = real is not None
+        N, H = dh.shape
+        fits = dc.shape == tc.shape == c_prev.shape == (N, H) and g.shape == dz.shape == (N, 4 * H)
+        require("lstm_backward_step", fits and (not has_mask or real.shape == (N,)), dh, g, dz)
         self.kernels["lstm_backward_step"](
             dh, dc, g, tc, c_prev, real if has_mask else _NO_MASK, has_mask, dz
         )
@@ -104,7 +115,9 @@ class NumpyBackend(NumpyConvolutions, Backend):
     def gru_cell_forward(self, p, hu, g, h_prev, h, real):
         if self.kernels is None:
             return super().gru_cell_forward(p, hu, g, h_prev, h, real)
-        H = h.shape[1]
+        N, H = h.shape
+        fits = p.shape == hu.shape == g.shape == (N, 3 * H) and h_prev.shape == (N, H)
+        require("gru_cell", fits and (real is None or real.shape == (N,)), p, hu, g, h)
         zr = g[:, : 2 * H]
         np.add(p[:, : 2 * H], hu[:, : 2 * H], out=zr)
         np.tanh(zr, out=zr)
@@ -117,6 +130,10 @@ class NumpyBackend(NumpyConvolutions, Backend):
         if self.kernels is None:
             return super().gru_cell_backward(dh, g, hu, h_prev, real, dp, dhu, dh_prev)
         has_mask = real is not None
+        N, H = dh.shape
+        fits = h_prev.shape == dh_prev.shape == (N, H)
+        fits = fits and g.shape == hu.shape == dp.shape == dhu.shape == (N, 3 * H)
+        require("gru_backward_step", fits and (not has_mask or real.shape == (N,)), dh, g, dp)
         self.kernels["gru_backward_step"](
             dh, g, hu, h_prev, real if has_mask else _NO_MASK, has_mask, dp, dhu, dh_prev
         )
@@ -125,11 +142,16 @@ class NumpyBackend(NumpyConvolutions, Backend):
     def col2im(self, col, H, W, sh, sw, ph, pw, out=None):
         if self.kernels is None:
             return super().col2im(col, H, W, sh, sw, ph, pw, out=out)
-        C, _, _, N, _, _ = col.shape
+        C, kh, kw, N, OH, OW = col.shape
         if out is None:
             out = np.zeros((N, C, H, W), dtype=col.dtype)
         else:
             out.fill(0)
+        fits = out.shape == (N, C, H, W) and (OH, OW) == (
+            (H + 2 * ph - kh) // sh + 1,
+            (W + 2 * pw - kw) // sw + 1,
+        )
+        require("col2im", fits, col, out)
         self.kernels["col2im"](np.ascontiguousarray(col), ph, pw, sh, sw, out)
         return out
 
@@ -142,6 +164,7 @@ class NumpyBackend(NumpyConvolutions, Backend):
             argmax = np.empty(Y.shape, dtype=np.int32)
         else:
             Y, argmax = out
+        require("max_pool_forward", Y.shape == argmax.shape == (N, C, *out_hw), X, Y, argmax)
         self.kernels["max_pool_forward"](
             np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax
         )
@@ -158,6 +181,8 @@ class NumpyBackend(NumpyConvolutions, Backend):
             out = np.zeros((N, C, H, W), dtype=dY.dtype)
         else:
             out.fill(0)
+        fits = dY.shape == argmax.shape and out.shape == (N, C, H, W)
+        require("max_pool_backward", fits, dY, argmax, out)
         self.kernels["max_pool_backward"](
             np.ascontiguousarray(dY), argmax, out.reshape(N, C, H * W)
         )
@@ -173,6 +198,7 @@ class NumpyBackend(NumpyConvolutions, Backend):
             return super().bias_activation(Z, bias, activation)
         if bias is None:
             bias = np.zeros(Z.shape[1], dtype=Z.dtype)
+        require("bias_activation", bias.shape == (Z.shape[1],), Z, bias)
         self.kernels["bias_activation"](Z, bias, activation == "relu")
         return Z
 
@@ -184,5 +210,7 @@ class NumpyBackend(NumpyConvolutions, Backend):
         ):
             return super().bias_activation_grad(dY, Y, activation, db)
         sums = np.empty(dY.shape[1], dtype=dY.dtype) if db is None else db
+        fits = dY.shape == Y.shape and sums.shape == (dY.shape[1],)
+        require("bias_activation_grad", fits, dY, Y, sums)
         self.kernels["bias_activation_grad"](dY, Y, activation == "relu", sums)
         return dY

@@ -10,6 +10,7 @@ views.
 import numpy as np
 
 from sknet.backend._base import conv_outsize
+from sknet.backend._cpu_kernels import require
 
 
 class NumpyConvolutions:
@@ -103,10 +104,13 @@ class NumpyConvolutions:
         # the Numba epilogue on (N, F, P) views: relu or identity
         if bias is None:
             bias = np.zeros(out.shape[1], dtype=out.dtype)
+        require("conv_output", Z.shape == out.shape and bias.shape == (out.shape[1],), Z, out)
         self.kernels["conv_output"](Z, bias, activation == "relu", out)
 
     def _conv_output_grad(self, dY, Y, activation, dZ, db):
         bias_grad = np.empty(dY.shape[1], dtype=dY.dtype) if db is None else db
+        fits = dY.shape == Y.shape == dZ.shape and bias_grad.shape == (dY.shape[1],)
+        require("conv_output_grad", fits, dY, Y, dZ, bias_grad)
         self.kernels["conv_output_grad"](dY, Y, activation == "relu", dZ, bias_grad)
 
     def im2col_nhwc(self, X, kh, kw, sh, sw, ph, pw, out=None, padded=None):
@@ -147,6 +151,8 @@ class NumpyConvolutions:
         if out is None:
             out = np.empty((N, C, H, W), dtype=dcol.dtype)
         if self.kernels is not None:
+            fits = out.shape == (N, C, H, W) and padded.shape == (N, H + 2 * ph, W + 2 * pw, C)
+            require("col2im_nhwc", fits, dcol, padded, out)
             self.kernels["col2im_nhwc"](np.ascontiguousarray(dcol), sh, sw, ph, pw, padded, out)
             return out
         padded.fill(0)

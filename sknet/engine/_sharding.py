@@ -28,6 +28,7 @@ L2 term is added once.
 import contextlib
 import copy
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -44,6 +45,11 @@ MIN_SHARD_ROWS = 16
 MIN_SHARD_WORK = 50e6
 
 _CONTROLLER = None
+# The BLAS limit is process-wide: fits running in several threads share one
+# limit, set by the first to enter and lifted by the last to leave.
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = 0
+_BLAS_LIMIT = None
 
 
 def _threadpool_controller():
@@ -53,6 +59,28 @@ def _threadpool_controller():
 
         _CONTROLLER = ThreadpoolController()
     return _CONTROLLER
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Within the block the BLAS runs on one thread; the user's setting comes back after.
+
+    Reference-counted across threads: two fits split over threads at once
+    leave the process's BLAS as the user set it, whichever ends first.
+    """
+    global _BLAS_USERS, _BLAS_LIMIT
+    with _BLAS_LOCK:
+        if _BLAS_USERS == 0:
+            _BLAS_LIMIT = _threadpool_controller().limit(limits=1, user_api="blas")
+        _BLAS_USERS += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS -= 1
+            if _BLAS_USERS == 0:
+                _BLAS_LIMIT.restore_original_limits()
+                _BLAS_LIMIT = None
 
 
 def cpu_threads():
@@ -149,9 +177,8 @@ class RowShards:
     @contextlib.contextmanager
     def threads(self):
         """Within the block, the worker threads exist and the BLAS runs single-threaded."""
-        controller = _threadpool_controller()
         with (
-            controller.limit(limits=1, user_api="blas"),
+            single_threaded_blas(),
             ThreadPoolExecutor(self.n_shards - 1, thread_name_prefix="sknet-shard") as pool,
         ):
             self._pool = pool

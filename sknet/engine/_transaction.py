@@ -1,15 +1,29 @@
 """The fit transaction: a fit either completes or leaves the previous model.
 
-``with FitTransaction(estimator): ...`` snapshots the estimator's fitted
-state on entry (when it has one), and on any ``BaseException`` inside the
-block (an error, ``KeyboardInterrupt`` outside the epoch loop, running out
-of memory) puts that state back, or removes every fitted attribute when
-there was none, so "fitted" always means complete and usable. On every exit
-it releases what training allocated (layer buffers and gradients, the loss's
-buffer, optionally the device memory pool) and keeps only the model.
+``with FitTransaction(estimator): ...`` snapshots the fitted state the
+estimator owns on entry, and on any ``BaseException`` inside the block (an
+error, ``KeyboardInterrupt`` outside the epoch loop, running out of memory)
+puts that state back, or removes every fitted attribute when there was none,
+so "fitted" always means complete and usable. It restores only what it owns:
+the fitted attributes (names ending in ``_``) and the estimator's private fit
+state (``_fit_state``); whatever else is set on the estimator (by a
+scikit-learn ``Pipeline``, say) is left alone.
+
+The snapshot is cheap: references for what a fit replaces, copies of the
+lists it appends to, and, for the model a fit continues, one copy of its
+weights and of the optimizer's moments as arrays (no object graph copied). On
+every exit it releases what training allocated (layer buffers and gradients,
+the loss's buffer, optionally the device memory pool) and keeps only the
+model.
 """
 
-import copy
+from sknet.layers._tree import walk
+
+
+def owns(estimator, name):
+    """Whether ``name`` is fitted state the fit transaction restores."""
+    fitted = name.endswith("_") and not name.startswith("__")
+    return fitted or name in getattr(estimator, "_fit_state", ())
 
 
 class FitTransaction:
@@ -32,12 +46,12 @@ class FitTransaction:
         est = self.estimator
         self._snapshot = None
         if est.__sklearn_is_fitted__():
-            # Parameters are shared (fit never modifies them); the rest is copied,
-            # as a pickle would copy it: arrays on the host.
-            params = set(est.get_params(deep=False))
             self._snapshot = {
-                k: v if k in params else copy.deepcopy(v) for k, v in vars(est).items()
+                name: _shallow(value) for name, value in vars(est).items() if owns(est, name)
             }
+            network, optimizer = est.network_, est.__dict__.get("_optimizer")
+            self._network = (network, network.dtype, network.save_weights(), _flags(network))
+            self._optimizer = None if optimizer is None else (optimizer, optimizer.snapshot())
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -51,13 +65,22 @@ class FitTransaction:
     def abort(self):
         """Put the estimator back as it was before the fit."""
         est = self.estimator
-        params = set(est.get_params(deep=False))
-        for name in [k for k in vars(est) if k not in params]:
+        for name in [k for k in vars(est) if owns(est, k)]:
             delattr(est, name)
-        if self._snapshot is not None:
-            # Copies pickle their arrays to the host: put them back on the device.
-            est.__dict__.update(self._snapshot)
-            est._place_network()
+        if self._snapshot is None:
+            return
+        est.__dict__.update(self._snapshot)
+        network, dtype, weights, flags = self._network
+        network.astype(dtype)  # a warm fit in another dtype cast it
+        network.load_weights(weights)  # the model the fit continued, in place
+        for layer, (trainable, lr_scale) in flags:
+            layer.__dict__.update(trainable=trainable, lr_scale=lr_scale)
+        if self._optimizer is not None:
+            optimizer, (arrays, scalars) = self._optimizer
+            optimizer.__dict__.update(scalars)  # its layout too: the next fit follows it
+            for name, values in arrays.items():
+                setattr(optimizer, name, values)
+        est._place_network()
 
     def release(self):
         """Free what training allocated; keep the model."""
@@ -70,3 +93,16 @@ class FitTransaction:
             loss.release()
         if self.release_memory and self.backend is not None:
             self.backend.release_memory()
+
+
+def _shallow(value):
+    """What a fit may append to is copied; what it replaces is kept as it is."""
+    return list(value) if isinstance(value, list) else value
+
+
+def _flags(network):
+    """Every layer's ``trainable``/``lr_scale`` (Unfreeze and warm starts change them)."""
+    return [
+        (layer, (layer.__dict__.get("trainable", True), layer.__dict__.get("lr_scale", 1.0)))
+        for _, layer in walk(network.layers)
+    ]

@@ -90,6 +90,15 @@ class BaseNeuralNetwork(BaseEstimator):
         ],
     }
 
+    #: private attributes a fit sets, which the fit transaction restores with
+    #: the fitted ones (names ending in ``_``)
+    _fit_state = (
+        "_optimizer",
+        "_loss",
+        "_network_spec",
+        "_no_improvement_count",
+        "_label_binarizer",
+    )
     #: the sparse formats X may come in (``False``: dense only)
     _accept_sparse = ["csr", "csc"]
     #: parameters that define the network: a warm fit refuses to change them

@@ -50,12 +50,14 @@ def test_an_exception_restores_the_fitted_model(error, fitted, data):
             clf.history_.append({"epoch": 99})
             clf.loss_curve_.append(1.0)
             clf.added_ = "added inside the block"
-            clf._added = 1
+            clf._no_improvement_count = 99  # private fit state the transaction owns
+            clf._added = 1  # not the fit's: left alone (a Pipeline sets such attributes)
             raise error("boom")
     assert_allclose(clf.predict_proba(X), proba, rtol=1e-6)
     assert clf.n_iter_ == n_iter
     assert len(clf.history_) == n_history and clf.loss_curve_ == loss_curve
-    assert not hasattr(clf, "added_") and not hasattr(clf, "_added")
+    assert not hasattr(clf, "added_") and clf._no_improvement_count != 99
+    assert clf._added == 1
     assert clf.network_.backend.name == "cpu"
     assert all(type(w) is np.ndarray for w in clf.network_.weights())
     # still a working estimator: it refits
@@ -74,11 +76,13 @@ def test_an_exception_on_an_unfitted_estimator_removes_every_fitted_attribute(fi
             clf._loss = fitted._loss
             clf.n_iter_ = 1
             clf.history_ = [{}]
-            clf._private_state = object()
+            clf._optimizer = object()
+            clf._parent_callback_ctx = "set by a scikit-learn Pipeline, not by the fit"
             raise ValueError("bad data")
-    assert set(vars(clf)) == params
+    assert set(vars(clf)) == params | {"_parent_callback_ctx"}
     assert not clf.__sklearn_is_fitted__()
     assert clf.get_params() == make_clf().get_params()
+    assert clf._parent_callback_ctx.startswith("set by")
     # the network it was handed is not released by the abort: it is no longer this one's
     assert fitted.predict(data[0]).shape == (300,)
 
