@@ -1,6 +1,8 @@
 """A parameter-free layer from a function, differentiated automatically."""
 
 import contextlib
+import copy
+import types
 
 import numpy as np
 
@@ -19,9 +21,11 @@ class Lambda(Layer):
     Parameters
     ----------
     func : callable
-        ``func(X, **kw_args) -> Y`` for a batch ``X``. To pickle the layer (joblib,
-        skops), define it at module level: lambdas and nested functions do
-        not pickle.
+        ``func(X, **kw_args) -> Y`` for a batch ``X``. To save the layer
+        (pickle, joblib, skops) or train it on Dask workers, define it at
+        module level: saving a layer whose function is a lambda or a nested
+        function is refused with a TypeError (a file naming it could never
+        be loaded).
     kw_args : dict, default=None
         Keyword arguments of ``func``; searchable as ``kw_args`` like any parameter.
 
@@ -73,6 +77,26 @@ class Lambda(Layer):
 
     def forward(self, X, *, training):
         return self.func(X, **(self.kw_args or {}))
+
+    def __deepcopy__(self, memo):
+        # The function is shared, not copied (copies made while fitting need no pickling).
+        other = type(self).__new__(type(self))
+        memo[id(self)] = other
+        for key, value in self.__dict__.items():
+            other.__dict__[key] = value if key == "func" else copy.deepcopy(value, memo)
+        return other
+
+    def __getstate__(self):
+        func = self.func
+        if isinstance(func, types.FunctionType) and (
+            "<lambda>" in func.__qualname__ or "<locals>" in func.__qualname__
+        ):
+            raise TypeError(
+                f"Lambda({_name(func)}) cannot be saved: its function is a lambda or is "
+                "defined inside another function, so a saved file could not find it "
+                "again. Define the function at module level (def swish(X): ...)."
+            )
+        return super().__getstate__()
 
 
 def _name(func):
