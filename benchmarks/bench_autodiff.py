@@ -52,7 +52,8 @@ class ForwardDense(Layer):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
         n_in, units = input_shape[0], self.units
         W, b = initial_weights("glorot_uniform", rng, (n_in, units), units, n_in, units, "relu")
-        self._add_params(W=W, b=b)
+        self.add_param("W", W, regularized=True)
+        self.add_param("b", b)
         return (self.units,)
 
     def forward(self, X, *, training):

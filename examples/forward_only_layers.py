@@ -32,8 +32,6 @@ warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed epoch budget
 class GatedLinearUnit(Layer):
     """``a * sigmoid(g)`` where ``[a | g] = X @ W + b``."""
 
-    regularized = ("W",)  # alpha's L2 penalty applies to W
-
     def __init__(self, units=64, *, trainable=True, lr_scale=1.0, weights=None):
         self.units = units
         self.trainable = trainable
@@ -44,7 +42,8 @@ class GatedLinearUnit(Layer):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
         n = input_shape[0]
         W = rng.uniform(-((6 / n) ** 0.5), (6 / n) ** 0.5, (n, 2 * self.units))
-        self._add_params(W=W, b=np.zeros(2 * self.units))
+        self.add_param("W", W, regularized=True)  # alpha's L2 penalty applies to W
+        self.add_param("b", np.zeros(2 * self.units))
         return (self.units,)
 
     def forward(self, X, *, training):
@@ -63,7 +62,8 @@ class LayerNorm(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        self._add_params(gamma=np.ones(input_shape), beta=np.zeros(input_shape))
+        self.add_param("gamma", np.ones(input_shape))
+        self.add_param("beta", np.zeros(input_shape))
         return input_shape
 
     def forward(self, X, *, training):

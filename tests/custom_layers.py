@@ -44,7 +44,8 @@ class GLU(Layer):
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
         n = input_shape[0]
-        self._add_params(W=rng.normal(0, n**-0.5, (n, 2 * self.units)), b=np.zeros(2 * self.units))
+        self.add_param("W", rng.normal(0, n**-0.5, (n, 2 * self.units)), regularized=True)
+        self.add_param("b", np.zeros(2 * self.units))
         return (self.units,)
 
     def forward(self, X, *, training):
@@ -63,7 +64,8 @@ class LayerNorm(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        self._add_params(gamma=np.ones(input_shape), beta=np.zeros(input_shape))
+        self.add_param("gamma", np.ones(input_shape))
+        self.add_param("beta", np.zeros(input_shape))
         return input_shape
 
     def forward(self, X, *, training):
