@@ -5,10 +5,14 @@ One model on many workers: data-parallel training
 
 :class:`~sknet.distributed.DataParallel` trains one sknet network on data
 spread over the workers of a Dask cluster. Each worker keeps one shard of the
-rows and trains a replica on it; every ``sync_every`` batches (or once per
-epoch) the replicas' weights and optimizer moments are averaged, and all of
-them continue from the average. The epochs' bookkeeping (loss curve, history,
-validation, callbacks) happens once, on the averaged model, and the result is
+rows and trains a replica on it; each batch of one process is cut over the
+workers by where its rows are. With ``sync_every=1`` the replicas add up their
+gradients after every batch and all take the same step: the model one process
+trains. With ``sync_every=k`` or ``'epoch'`` each replica steps on its part of
+each batch, and every ``k`` batches (or once per epoch) the replicas' weights
+and optimizer moments are averaged. The workers combine them among
+themselves, not through the client. The epochs' bookkeeping (loss curve,
+history, validation, callbacks) happens once, on the driver, and the result is
 an ordinary :class:`~sknet.MLPClassifier`.
 
 Here the cluster is a :class:`~dask.distributed.LocalCluster` of two worker
@@ -51,14 +55,15 @@ if __name__ == "__main__":  # worker processes re-import this file
         warnings.simplefilter("ignore", ConvergenceWarning)  # 30 epochs on purpose
         local = net.fit(X_train, y_train)
         print(f"one process:             test accuracy {local.score(X_test, y_test):.4f}")
-        for sync_every in ("epoch", 2):
+        for sync_every in (1, "epoch"):
             model = DataParallel(net, sync_every=sync_every).fit(X_train, y_train)
             syncs = model.sync_history_
-            kib = syncs[0]["bytes_sent"] / 1024
+            kib = syncs[0]["bytes_between_workers"] / 1024
             print(
                 f"2 workers, sync_every={sync_every!r:7}: test accuracy "
-                f"{model.score(X_test, y_test):.4f}, {len(syncs)} synchronizations of "
-                f"{kib:.0f} KiB out (and back), shards of {model.shard_rows_} rows"
+                f"{model.score(X_test, y_test):.4f}, {len(syncs)} synchronizations, "
+                f"{kib:.0f} KiB from each worker to the other each, shards of "
+                f"{model.shard_rows_} rows"
             )
 
         # A Dask array stays on the workers: each block group becomes a shard there.

@@ -4,16 +4,20 @@ Synchronous data parallelism. The data is cut into one shard per worker, and
 each shard stays on its worker. The driver (the process that calls ``fit``)
 runs the wrapped estimator's own fit (validation, initialization, the
 per-epoch shuffling, callbacks, history, stopping) with one difference: the
-batches of each epoch run on the workers, each on the rows of its shard in
-the order of the driver's permutation. Every ``sync_every`` batches (or once
-per epoch) each worker returns its parameters, running statistics and
-optimizer moments; the driver averages them, weighted by rows, and the next
-period starts every replica from the average.
+batches of each epoch run on the workers, each worker on its rows of every
+batch. With ``sync_every=1`` the replicas add up their gradients after each
+batch and take the same step (the model one process trains); otherwise each
+replica steps on its rows of each batch and every ``sync_every`` batches (or
+once per epoch) the replicas average their parameters, running statistics
+and optimizer moments. The replicas combine worker to worker; the driver
+sends each epoch's plan and reads the model back once per epoch.
 
 Needs ``pip install "sknet-nn[distributed]"`` (dask and distributed), which is
 imported only when a fit runs. This module is the public estimator; the
-driver (:mod:`~sknet.distributed._driver`) and what runs on the workers
-(:mod:`~sknet.distributed._worker`) live apart.
+driver (:mod:`~sknet.distributed._driver`), the inputs
+(:mod:`~sknet.distributed._inputs`), what runs on the workers
+(:mod:`~sknet.distributed._worker`) and how they combine
+(:mod:`~sknet.distributed._exchange`) live apart.
 """
 
 import copy
@@ -24,7 +28,8 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.distributed._driver import _Driver, _Inputs
+from sknet.distributed._driver import _Driver
+from sknet.distributed._inputs import _Inputs
 from sknet.engine._trainer import batches_run_by
 from sknet.estimators._base import BaseNeuralNetwork
 
@@ -57,41 +62,48 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
     ``fit`` cuts the data into one shard per worker and leaves each shard on
     its worker: the blocks of a Dask array are not pulled through the client,
     and NumPy input is scattered once. Each worker trains a replica of
-    ``estimator`` on its shard with sknet's trainer; every ``sync_every``
-    batches, or once per pass over the shards, the replicas' parameters and
-    optimizer moments are averaged (weighted by rows) and every replica
-    continues from the average. Everything between epochs (``loss_curve_``,
-    ``history_``, validation, early stopping, callbacks, verbose output)
-    happens once, on the driver, on the averaged model.
+    ``estimator`` with sknet's trainer. The epochs are the ones ``estimator``
+    trains on its own: the same shuffling, the same batches of
+    ``batch_size`` rows, as many optimizer steps; each batch is cut over the
+    workers by where its rows are, and each worker trains on its part.
+    Everything between epochs (``loss_curve_``, ``history_``, validation,
+    early stopping, callbacks, verbose output) happens once, on the driver.
 
     Parameters
     ----------
     estimator : sknet estimator
         An ``MLPClassifier``, ``MLPRegressor``, ``ConvNetClassifier``,
-        ``RNNClassifier`` or ``RNNRegressor`` with ``solver='adam'`` or
-        ``'sgd'``. Not modified: ``fit`` trains a clone (with
-        ``warm_start=True``, it continues ``estimator_``, or the given
-        estimator when that one is fitted: resuming from a
-        :class:`~sknet.callbacks.Checkpoint`). The replicas train on its
-        ``device`` as each worker resolves it; with dask-cuda every worker
-        sees its own GPU as ``'cuda:0'``.
+        ``RNNClassifier``, ``RNNRegressor`` or ``NeuralNetClassifier``/
+        ``NeuralNetRegressor`` with ``solver='adam'`` or ``'sgd'``. Not
+        modified: ``fit`` trains a clone (with ``warm_start=True``, it
+        continues ``estimator_``, or the given estimator when that one is
+        fitted: resuming from a :class:`~sknet.callbacks.Checkpoint`). Its
+        ``batch_size`` is the size of the whole batch, cut over the workers.
+        The replicas train on its ``device`` as each worker resolves it; with
+        dask-cuda every worker sees its own GPU as ``'cuda:0'``.
     client : distributed.Client or None, default=None
         The Dask client; ``None`` is the current one
         (``distributed.get_client()``).
     sync_every : int or 'epoch', default='epoch'
-        Average the replicas every this many batches of each worker, or once
-        per epoch (one pass over every shard).
+        ``1``: after every batch the replicas add up their gradients and all
+        take the same step, so the model is the one ``estimator.fit`` trains
+        (within float rounding). ``k > 1`` or ``'epoch'``: each replica takes
+        its own step on its rows of each batch, and every ``k`` batches (or
+        once per epoch) the replicas' parameters, running statistics and
+        optimizer moments are replaced by their average, weighted by the
+        sample weight each learned from. Fewer synchronizations cost less
+        time and some accuracy: see the user guide's measured table.
     n_workers : int or None, default=None
         How many workers to use (the first ones by address); ``None`` uses
         all the workers the cluster has when ``fit`` starts.
     on_worker_loss : {'retry', 'raise'}, default='retry'
-        When a worker dies during a fit: ``'retry'`` trains its shard again,
-        from the last averaged parameters, on another worker (the shard is
-        scattered again from the driver's copy, or recomputed by Dask from
-        the array's graph), so the model is the one an undisturbed fit gives;
-        ``'raise'`` (or a retry that fails) stops the fit with a
-        :class:`WorkerLostError` naming the worker, and ``estimator_`` holds
-        the model of the last synchronization.
+        When a worker dies during a fit: ``'retry'`` stops the epoch on every
+        worker, moves the lost shard to another worker (scattered again from
+        the driver's copy, or recomputed by Dask from the array's graph) and
+        runs the epoch again from the driver's model, so the model is the one
+        an undisturbed fit gives; ``'raise'`` (or a retry that fails) stops
+        the fit with a :class:`WorkerLostError` naming the worker, and
+        ``estimator_`` holds the model of the last complete epoch.
 
     Attributes
     ----------
@@ -113,11 +125,21 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
     worker_devices_ : list of str
         The device each shard's replica trained on.
     sync_history_ : list of dict
-        One row per synchronization: ``epoch``, ``batches`` (per worker, at
-        most), ``rows``, ``bytes_sent`` and ``bytes_received`` (the averaged
-        state out to the workers and their states back, arrays only),
-        ``seconds`` (wall-clock time of the period on the driver),
-        ``compute_seconds`` (the slowest worker's training time) and
+        One row per synchronization, as the replicas measured it: ``epoch``,
+        ``batches`` (since the last one), ``rows`` (all replicas'),
+        ``bytes_between_workers`` (what one replica sent to the others),
+        ``seconds`` (from the moment the last replica was ready to the moment
+        all had the result: the synchronization's own cost, on one clock, so
+        meaningful on one machine), ``compute_seconds`` (the slowest
+        replica's training since the last one) and ``retries`` (of its
+        epoch).
+    epoch_history_ : list of dict
+        One row per epoch, as the driver saw it: ``epoch``, ``syncs``,
+        ``bytes_sent`` (through the client to the workers: the epoch's plan,
+        and the model when it changed on the driver or a replica is new),
+        ``bytes_received`` (the model and the optimizer's moments, read back
+        from one replica, and the replicas' records), ``seconds`` (wall
+        clock), ``compute_seconds`` (the slowest replica's epoch) and
         ``retries``.
 
     See Also
@@ -128,19 +150,25 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
 
     Notes
     -----
-    With one worker, ``DataParallel(est).fit(X, y)`` trains the same model as
-    ``est.fit(X, y)``: the same initial weights, the same permutations, the
-    same batches in the same order (identical in float64 when the worker and
-    the driver use the same number of BLAS threads; in float32, within
-    ``rtol=1e-5``). With several workers and ``random_state`` set, two fits
-    give the same model whatever the workers are. A replica rebuilt on
-    another worker after a loss draws new dropout masks.
+    With ``sync_every=1``, or with one worker, ``DataParallel(est).fit(X, y)``
+    trains the model ``est.fit(X, y)`` trains: the same initial weights, the
+    same permutations, the same batches, the same steps. The gradients of a
+    batch's parts add up to the batch's gradient up to float rounding
+    (identical in float64 within ``rtol=1e-10``); dropout masks are drawn for
+    the whole batch on every replica, each taking its rows'. What differs:
+    ``BatchNorm`` normalizes each worker's part of a batch by that part's
+    statistics (the running statistics are averaged after each epoch).
+    With several workers and ``random_state`` set, two fits give the same
+    model whatever the workers are. An epoch run again after a worker loss
+    gives the undisturbed model bit for bit, except that dropout draws new
+    masks from there on.
 
     The targets (one value a row), the sample weights and the validation rows
     (``X_val``, or ``validation_fraction`` of the rows with
     ``early_stopping=True``) are gathered on the driver, which scores the
-    averaged model. With Dask input and ``early_stopping=True`` the
+    synchronized model. With Dask input and ``early_stopping=True`` the
     validation rows are drawn by DataParallel from ``estimator.random_state``.
+    Callbacks' ``on_batch_end`` run on the driver after each epoch's batches.
 
     Examples
     --------
@@ -153,7 +181,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
     >>> client = Client(cluster)  # doctest: +SKIP
     >>> X, y = load_digits(return_X_y=True)
     >>> model = DataParallel(MLPClassifier(max_iter=20, random_state=0),
-    ...                      sync_every=4)
+    ...                      sync_every=1)
     >>> model.fit(X / 16, y).score(X / 16, y)  # doctest: +SKIP
     0.99...
     >>> local = model.to_local()  # an MLPClassifier: no Dask needed  # doctest: +SKIP
@@ -254,6 +282,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
         self.shard_rows_ = [shard.n_rows for shard in driver.shards]
         self.worker_devices_ = list(driver.devices)
         self.sync_history_ = list(driver.history)
+        self.epoch_history_ = list(driver.epochs)
         self.n_features_in_ = estimator.n_features_in_
         for name in ("classes_", "feature_names_in_"):
             if hasattr(estimator, name):
@@ -265,8 +294,18 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
         return self
 
     def _get_client(self, distributed):
-        if self.client is not None:
-            return self.client
+        client = self.client
+        if client is None:
+            client = self._current_client(distributed)
+        status = getattr(client, "status", "running")
+        if status != "running":
+            raise ValueError(
+                f"The Dask client is not running (status {status!r}): DataParallel needs an "
+                "open client. Make a new one, e.g. `Client(LocalCluster())`, or pass client=."
+            )
+        return client
+
+    def _current_client(self, distributed):
         try:
             return distributed.get_client()
         except ValueError:
@@ -303,7 +342,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
         return self.estimator_
 
     def predict(self, X):
-        """Predict with the averaged model, in this process.
+        """Predict with the fitted model, in this process.
 
         Parameters
         ----------
@@ -318,7 +357,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X):
-        """Class probabilities from the averaged model.
+        """Class probabilities from the fitted model.
 
         Parameters
         ----------
@@ -333,7 +372,7 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
 
     @available_if(_estimator_has("predict_log_proba"))
     def predict_log_proba(self, X):
-        """Log of the class probabilities from the averaged model.
+        """Log of the class probabilities from the fitted model.
 
         Parameters
         ----------

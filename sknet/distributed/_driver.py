@@ -1,40 +1,47 @@
-"""The driver of a DataParallel fit: shards, periods, averages, worker losses.
+"""The driver of a DataParallel fit: shards, epochs on the workers, worker losses.
 
-The driver runs in the process that calls ``fit``. :class:`_Inputs` decides
-where the rows of ``X`` are (NumPy scattered once, a Dask array's blocks left
-on the workers); :class:`_Driver` is the epoch runner the estimator's own fit
-hands its batches to: it cuts each epoch's permutation into one order per
-shard, runs periods of ``sync_every`` batches on the workers
-(:mod:`~sknet.distributed._worker`), averages their states, and retries or
-reports a lost worker.
+The driver runs in the process that calls ``fit``; it is the epoch runner the
+estimator's own fit hands its batches to (``batches_run_by``). It cuts the
+rows into one shard per worker once (:meth:`_Driver._place`), and for every
+epoch cuts the driver's permutation into the global batches one process would
+train on, tells each worker which of its rows are in which batch
+(:meth:`_Driver._plan_epoch`), and runs the epoch on all the replicas at once
+(:func:`~sknet.distributed._worker._run_epoch`). The replicas synchronize with
+each other, worker to worker (:mod:`~sknet.distributed._exchange`); the client
+sends each epoch's plan (and the model, only when it changed on the driver:
+a callback, a warm start, a retry) and reads the synchronized model back from
+one replica after the epoch. A worker lost during an epoch stops the epoch on
+every replica; its shard goes to another worker and the epoch runs again from
+the driver's model, or the fit stops with :class:`WorkerLostError`.
 """
 
 import itertools
-import math
 import time
 import types
 
 import numpy as np
-from sklearn.base import is_classifier
-from sklearn.model_selection import train_test_split
 
+from sknet.distributed._exchange import RunAborted, abort, forget, install
 from sknet.distributed._worker import (
+    EpochPlan,
     _dask_shard,
     _forget,
-    _train_period,
+    _run_epoch,
     layer_states,
     replica_state,
+    training_flags,
 )
 from sknet.engine._types import StopTraining
 
-#: Seconds between checks that the workers of a running period are alive.
+#: Seconds between checks that the workers of a running epoch are alive.
 _POLL_SECONDS = 0.25
 #: How long to wait for a worker to run a lost shard on, in seconds.
 _WAIT_FOR_WORKER_SECONDS = 60.0
-#: States larger than this are scattered to the workers before a period (not sent per task).
-_SCATTER_BYTES = 4 << 20
-#: Times one period may lose a worker before the fit gives up.
+#: Times one epoch may lose a worker before the fit gives up.
 _MAX_RETRIES = 3
+#: How long a replica may have stopped (a peer unreachable) before the epoch runs again
+#: with no worker known to be lost, in seconds.
+_STOPPED_SECONDS = 10.0
 #: The estimator's parameters the workers need to make its optimizer.
 _OPTIMIZER_PARAMETERS = (
     "solver",
@@ -63,82 +70,6 @@ class WorkerLostError(RuntimeError):
         self.workers = list(workers)
 
 
-class _Inputs:
-    """What the driver's estimator fits on, and where the rows of ``X`` are.
-
-    NumPy (or sparse) ``X`` goes to the estimator as it is: its own validation
-    runs on the driver, and the driver scatters the validated rows. A Dask
-    ``X`` stays on the workers: the estimator gets a stand-in of the same
-    shape that takes no memory (every row the same zero row), the workers
-    check their blocks, and ``rows`` maps the estimator's rows to the array's
-    (the early-stopping validation rows are taken out and gathered).
-    """
-
-    def __init__(self, X, y, sample_weight, fit_params, dask_X=None, rows=None):
-        self.X, self.y, self.sample_weight = X, y, sample_weight
-        self.fit_params = fit_params
-        self.dask_X = dask_X
-        self.rows = rows
-
-    @classmethod
-    def prepare(cls, estimator, X, y, sample_weight, fit_params, da, distributed):
-        y, sample_weight = (_gather(a, da) for a in (y, sample_weight))
-        fit_params = {k: _gather(v, da) for k, v in fit_params.items()}
-        if not isinstance(X, da.Array):
-            return cls(X, y, sample_weight, fit_params)
-        if X.ndim != 2:
-            raise ValueError(f"A Dask array X must be 2-D, got {X.ndim} dimension(s)")
-        if any(math.isnan(c) for c in X.chunks[0]):
-            X = X.compute_chunk_sizes()
-        if X.dtype.kind not in "biuf":
-            raise ValueError(f"X must hold numbers, got dtype {X.dtype}")
-        if y is None or len(y) != X.shape[0]:
-            raise ValueError(
-                f"X and y have inconsistent numbers of samples: {X.shape[0]} and "
-                f"{None if y is None else len(y)}"
-            )
-        rows = np.arange(X.shape[0])
-        if estimator.early_stopping and fit_params.get("X_val") is None:
-            rows, val = _validation_rows(estimator, y)
-            fit_params = {**fit_params, "X_val": X[val].compute(), "y_val": _take(y, val)}
-            if sample_weight is not None:
-                fit_params["sample_weight_val"] = sample_weight[val]
-            y = _take(y, rows)
-            sample_weight = None if sample_weight is None else sample_weight[rows]
-        dtype = np.dtype(estimator.dtype)
-        stand_in = np.lib.stride_tricks.as_strided(
-            np.zeros(X.shape[1], dtype), (rows.shape[0], X.shape[1]), (0, dtype.itemsize)
-        )
-        stand_in.flags.writeable = False
-        return cls(stand_in, y, sample_weight, fit_params, dask_X=X, rows=rows)
-
-
-def _gather(a, da):
-    return a.compute() if isinstance(a, da.Array) else a
-
-
-def _take(y, rows):
-    return y.iloc[rows] if hasattr(y, "iloc") else np.asarray(y)[rows]
-
-
-def _validation_rows(estimator, y):
-    """The early-stopping split of a Dask fit: rows to train on and to validate on."""
-    y_array = np.asarray(y)
-    stratify = y_array if is_classifier(estimator) and y_array.ndim == 1 else None
-    train, val = train_test_split(
-        np.arange(y_array.shape[0]),
-        test_size=estimator.validation_fraction,
-        stratify=stratify,
-        random_state=estimator.random_state,
-    )
-    if val.shape[0] < 2:
-        raise ValueError(
-            "The validation set is too small. Increase 'validation_fraction' "
-            "or the size of your dataset."
-        )
-    return np.sort(train), np.sort(val)
-
-
 class _Shard:
     """Rows ``[start, stop)`` of the driver's estimator, on one worker."""
 
@@ -162,72 +93,99 @@ class _Driver:
         self.client, self.distributed = client, distributed
         self.estimator, self.inputs = estimator, inputs
         self.workers = workers
-        self.sync_every = meta.sync_every
+        self.mode = "gradients" if meta.sync_every == 1 else "average"
+        self.sync_every = None if meta.sync_every == "epoch" else int(meta.sync_every)
         self.retry = meta.on_worker_loss == "retry"
         self.device = estimator.device
         self.fit_id = f"sknet-dataparallel-{time.time_ns()}-{next(self._ids)}"
-        self.shards, self.devices, self.history = [], [], []
+        self.shards, self.devices = [], []
+        self.history, self.epochs = [], []
         self.failure = None
-        self._epoch = 0
+        self._epoch = self._run = 0
+        self._synced = None  # the model read back after the last epoch
+        self._pending = {}
 
     # -- the epoch runner ---------------------------------------------------------
     def __call__(self, trainer, data, optimizer, *, batch_size, rows, w, sw_sums, on_batch):
         if not self.shards:
             self._place(trainer, data)
         self._epoch += 1
-        plans = self._plan_epoch(rows, w, batch_size)
-        n_batches = max((len(p[1]) for p in plans.values()), default=0)
-        period = n_batches if self.sync_every == "epoch" else self.sync_every
-        total, done = 0.0, 0
-        for first in range(0, max(n_batches, 1), max(period, 1)):
-            tasks = {
-                k: (
-                    order[first * batch_size : (first + period) * batch_size],
-                    sums[first : first + period],
-                )
-                for k, (order, sums) in plans.items()
-                if first < len(sums)
-            }
-            if not tasks:
+        started = time.perf_counter()
+        plans, sums, sizes = self._plan_epoch(rows, w, batch_size)
+        start = replica_state(trainer, optimizer)
+        push = self._synced is None or not _same_state(start, self._synced)
+        retries, sent = 0, 0
+        while True:
+            results, nbytes, lost = self._try_epoch(plans, start if push else None, start)
+            sent += nbytes
+            if results is not None:
                 break
-            total += self._run_period(trainer, optimizer, tasks, batch_size, period)
-            if on_batch is not None:
-                for order, _ in tasks.values():
-                    for start in range(0, len(order), batch_size):
-                        on_batch(done, min(batch_size, len(order) - start))
-                        done += 1
-        return total
+            if lost:
+                if not self.retry or retries >= _MAX_RETRIES:
+                    self._give_up([self.shards[k].worker for k in lost])
+                self._move(lost)
+            retries += 1
+            push = True  # every replica starts the epoch again from the driver's model
+        state = results[0]["state"]
+        _load(trainer, optimizer, state)
+        self._synced = {**state, "flags": training_flags(trainer.network)}
+        self._record(results, retries, sent, started)
+        if on_batch is not None:
+            for b in np.flatnonzero(sums):
+                on_batch(int(b), int(sizes[b]))
+        return sum(r["loss"] for r in results)
 
     def _plan_epoch(self, rows, w, batch_size):
-        """Each shard's rows in the driver's order (local indices) and its batches' weight sums."""
+        """One :class:`EpochPlan` a shard: its rows of each global batch of the epoch."""
+        n = rows.shape[0]
+        starts = np.arange(0, n, batch_size)
+        sizes = np.minimum(batch_size, n - starts)
+        if w is None:
+            sums = sizes.astype(np.float64)
+        else:  # what one process divides each batch by (Trainer.run_epochs)
+            sums = np.add.reduceat(w[rows], starts) if n else np.zeros(0)
+        batch_of = np.arange(n) // batch_size
         bounds = np.array([shard.start for shard in self.shards])
         owner = np.searchsorted(bounds, rows, side="right") - 1
-        plans = {}
+        several = len(self.shards) > 1
+        plans = []
         for shard in self.shards:
-            mine = rows[owner == shard.index]
-            starts = np.arange(0, mine.shape[0], batch_size)
-            if w is None:
-                sums = np.minimum(batch_size, mine.shape[0] - starts).astype(np.float64)
+            mine = np.flatnonzero(owner == shard.index)
+            batch = batch_of[mine]
+            counts = np.bincount(batch, minlength=starts.shape[0])
+            if not several:
+                local_sums = sums
+            elif w is None:
+                local_sums = counts.astype(np.float64)
             else:
-                sums = np.add.reduceat(w[mine], starts) if mine.shape[0] else np.zeros(0)
-            plans[shard.index] = ((mine - shard.start).astype(np.int64), sums)
-        return plans
+                local_sums = np.bincount(batch, weights=w[rows[mine]], minlength=starts.shape[0])
+            positions = None
+            if self.mode == "gradients" and several:
+                positions = (mine - batch * batch_size).astype(np.int32)
+            order = (rows[mine] - shard.start).astype(_index_dtype(shard.n_rows))
+            plans.append(
+                EpochPlan(
+                    order, counts, sizes, sums, local_sums, positions, self.sync_every, self.mode
+                )
+            )
+        return plans, sums, sizes
 
     # -- placing the shards -------------------------------------------------------
     def _place(self, trainer, data):
         n = data.X.shape[0]
         k = min(len(self.workers), n)
         if self.inputs.dask_X is not None:
-            self._place_dask_blocks(data, k)
+            self._place_dask_blocks(k)
         else:
             bounds = [round(i * n / k) for i in range(k + 1)]
             self.shards = [_Shard(i, bounds[i], bounds[i + 1], self.workers[i]) for i in range(k)]
-        self._template = _template(self.estimator, trainer, self.device, len(self.shards))
+        self._template = _template(self.estimator, trainer, self.device, self.mode)
         self._data = data
+        self.client.run(install, workers=sorted({s.worker for s in self.shards}))
         for shard in self.shards:
             self._put(shard, shard.worker)
 
-    def _place_dask_blocks(self, data, k):
+    def _place_dask_blocks(self, k):
         """Contiguous groups of blocks, one a shard, each built where most of it lives."""
         X = self.inputs.dask_X
         if X.numblocks[1] > 1:
@@ -283,90 +241,115 @@ class _Driver:
         shard.template = client.scatter(self._template, workers=[worker], hash=False)
         shard.worker = worker
 
-    # -- one period ------------------------------------------------------------------
-    def _run_period(self, trainer, optimizer, tasks, batch_size, period):
-        started = time.perf_counter()
-        state = replica_state(trainer, optimizer)
-        payload = state
-        if _nbytes(state) > _SCATTER_BYTES:  # large models: one copy a worker, not a task
-            (payload,) = self.client.scatter(
-                [state],  # one object (a dict would be scattered item by item)
-                workers=[self.shards[k].worker for k in tasks],
-                broadcast=True,
-                hash=False,
-                direct=True,
+    # -- one epoch ------------------------------------------------------------------
+    def _try_epoch(self, plans, state, start):
+        """Run the epoch on every replica; their results, or None when it must run again."""
+        self._run += 1
+        client = self.client
+        peers = [shard.worker for shard in self.shards]
+        sent = sum(_nbytes(tuple(plan)) for plan in plans)
+        payload = None
+        if state is not None:  # once through the client; the other workers fetch it from there
+            (payload,) = client.scatter([state], workers=[peers[0]], hash=False, direct=True)
+            sent += _nbytes(state)
+        scalars = start["optimizer"][1]
+        self._pending = {
+            k: client.submit(
+                _run_epoch,
+                shard.data,
+                shard.template,
+                self.fit_id,
+                self._run,
+                k,
+                peers,
+                plans[k],
+                payload,
+                scalars,
+                k == 0,
+                workers=[shard.worker],
+                allow_other_workers=False,
+                pure=False,
             )
-        results, retries, lost = {}, 0, []
-        pending = {k: self._submit(k, payload, tasks[k], batch_size) for k in tasks}
-        while pending:
-            finished, gone = self._wait(pending)
+            for k, shard in enumerate(self.shards)
+        }
+        results, lost, stopped_at = {}, [], None
+        while self._pending:
+            finished, lost, stopped = self._wait(self._pending)
             results.update(finished)
             for k in finished:
-                del pending[k]
-            if not gone:
-                continue
-            lost += [self.shards[k].worker for k in gone]
-            if not self.retry or retries >= _MAX_RETRIES:
-                self._give_up(lost, pending)
-            retries += 1
-            for k in gone:
-                self._put(self.shards[k], self._replacement(self.shards[k].worker))
-                pending[k] = self._submit(k, state, tasks[k], batch_size)  # not the scattered
-        self._average(trainer, optimizer, [results[k] for k in sorted(results)])
-        self.history.append(
-            {
-                "epoch": self._epoch,
-                "batches": min(period, max(-(-len(o) // batch_size) for o, _ in tasks.values())),
-                "rows": sum(r["rows"] for r in results.values()),
-                "bytes_sent": _nbytes(state) * len(tasks),
-                "bytes_received": sum(_nbytes(r["state"]) for r in results.values()),
-                "seconds": time.perf_counter() - started,
-                "compute_seconds": max(r["seconds"] for r in results.values()),
-                "retries": retries,
-            }
-        )
-        return sum(r["loss"] for r in results.values())
+                del self._pending[k]
+            if lost:
+                break
+            if stopped:  # a replica lost a peer: the scheduler will soon say which
+                stopped_at = stopped_at or time.monotonic()
+                if time.monotonic() - stopped_at > _STOPPED_SECONDS:
+                    break
+        if not self._pending:
+            return [results[k] for k in range(len(self.shards))], sent, []
+        self._stop_run()
+        return None, sent, lost
 
-    def _submit(self, k, state, task, batch_size):
-        shard = self.shards[k]
-        order, sums = task
-        return self.client.submit(
-            _train_period,
-            shard.data,
-            shard.template,
-            self.fit_id,
-            k,
-            state,
-            order,
-            sums,
-            batch_size,
-            workers=[shard.worker],
-            allow_other_workers=False,
-            pure=False,
-        )
+    def _move(self, lost):
+        """Each lost shard, with its rows and template, to another worker."""
+        for k in lost:
+            self._put(self.shards[k], self._replacement(self.shards[k].worker))
+        self.client.run(install, workers=sorted({self.shards[k].worker for k in lost}))
 
     def _wait(self, pending):
-        """Results that came back, and shards whose worker died, since the last call."""
-        from distributed.client import FuturesCancelledError
-
+        """Results that came back, shards whose worker died, and whether a replica stopped."""
         distributed = self.distributed
+        if self.client.status != "running":
+            raise RuntimeError(
+                f"The Dask client was closed during DataParallel.fit (status "
+                f"{self.client.status!r}); estimator_ holds the model of the last epoch."
+            )
         try:
             distributed.wait(list(pending.values()), timeout=_POLL_SECONDS)
-        except (TimeoutError, distributed.TimeoutError, FuturesCancelledError):
-            pass  # a worker died or the period is not over: see below
+        except (TimeoutError, distributed.TimeoutError, distributed.client.FuturesCancelledError):
+            pass  # a worker died or the epoch is not over: see below
         alive = set(self.client.nthreads())
-        finished, gone = {}, []
+        finished, gone, stopped = {}, [], False
         for k, future in pending.items():
             if future.status == "finished":
                 finished[k] = future.result()
-            elif future.status == "error" and not _is_worker_loss(future.exception()):
-                future.result()  # a real error (bad data, a bug): raise it here
+                continue
+            error = future.exception() if future.status == "error" else None
+            if isinstance(error, RunAborted):
+                stopped = True  # a peer was lost: that one is in `gone`
+            elif error is not None and not self._is_worker_loss(error):
+                self._stop_run()  # the other replicas wait for this one: stop them first
+                raise error  # a real error (bad data, a bug)
             elif future.status in ("error", "cancelled", "lost") or (
                 self.shards[k].worker not in alive
             ):
-                future.cancel()
                 gone.append(k)
-        return finished, gone
+        return finished, gone, stopped
+
+    def _stop_run(self):
+        """Stop the replicas of the current run and wait until none is still training."""
+        client, futures = self.client, self._pending
+        workers = sorted({s.worker for s in self.shards} & set(client.nthreads()))
+        client.run(abort, self.fit_id, self._run, workers=workers, on_error="ignore")
+        deadline = time.monotonic() + _WAIT_FOR_WORKER_SECONDS
+        while time.monotonic() < deadline:
+            alive = set(client.nthreads())
+            running = [
+                f
+                for k, f in futures.items()
+                if f.status == "pending" and self.shards[k].worker in alive
+            ]
+            if not running:
+                break
+            try:
+                self.distributed.wait(running, timeout=_POLL_SECONDS)
+            except Exception:  # noqa: BLE001 (timeouts, cancellations: checked again above)
+                pass
+        client.cancel(list(futures.values()))
+        self._pending = {}
+
+    def _is_worker_loss(self, exc):
+        distributed = self.distributed
+        return isinstance(exc, (distributed.KilledWorker, distributed.comm.CommClosedError))
 
     def _replacement(self, dead):
         """A live worker for a lost shard: one holding no shard if possible."""
@@ -377,16 +360,14 @@ class _Driver:
                 load = {w: sum(s.worker == w for s in self.shards) for w in alive}
                 return min(alive, key=lambda w: (load[w], alive.index(w)))
             if time.monotonic() > deadline:
-                self._give_up([dead], {})
+                self._give_up([dead])
             time.sleep(_POLL_SECONDS)
 
-    def _give_up(self, lost, pending):
-        for future in pending.values():
-            future.cancel()
+    def _give_up(self, lost):
         names = ", ".join(sorted(set(lost)))
         self.failure = WorkerLostError(
             f"Dask worker(s) {names} died during epoch {self._epoch} of "
-            f"DataParallel.fit; estimator_ holds the model of the last synchronization "
+            f"DataParallel.fit; estimator_ holds the model of the last epoch "
             f"(history_ has {len(self.estimator.history_)} epoch(s)). "
             + (
                 "on_worker_loss='raise': the shard was not retrained elsewhere."
@@ -397,52 +378,80 @@ class _Driver:
         )
         raise StopTraining
 
-    def _average(self, trainer, optimizer, results):
-        """Load the rows-weighted average of the replicas' states into the driver's model."""
-        weights = np.array([r["rows"] for r in results], dtype=np.float64)
-        weights /= weights.sum()
-        states = [r["state"] for r in results]
-        backend = trainer.backend
-        mean = (
-            _mean([s["params"] for s in states], weights)
-            if len(states) > 1
-            else states[0]["params"]
+    def _record(self, results, retries, sent, started):
+        """One row a synchronization (the replicas' records) and one row for the epoch."""
+        records = np.stack([r["records"] for r in results])  # (replicas, syncs, fields)
+        for i in range(records.shape[1]):
+            rows = records[:, i]
+            self.history.append(
+                {
+                    "epoch": self._epoch,
+                    "batches": int(rows[0, 0]),
+                    "rows": int(rows[:, 1].sum()),
+                    "bytes_between_workers": int(rows[:, 5].max()),
+                    "seconds": float(rows[:, 4].max() - rows[:, 3].max()),
+                    "compute_seconds": float(rows[:, 2].max()),
+                    "retries": retries,
+                }
+            )
+        self.epochs.append(
+            {
+                "epoch": self._epoch,
+                "syncs": int(records.shape[1]),
+                "bytes_sent": int(sent),
+                "bytes_received": int(sum(_nbytes(r) for r in results)),
+                "seconds": time.perf_counter() - started,
+                "compute_seconds": float(max(r["seconds"] for r in results)),
+                "retries": retries,
+            }
         )
-        trainer.parameters.flat_params[...] = backend.asarray(mean)
-        for i, target in enumerate(layer_states(trainer.network)):
-            target[...] = backend.asarray(_mean([s["layer_states"][i] for s in states], weights))
-        arrays = {
-            name: [
-                _mean([s["optimizer"][0][name][j] for s in states], weights)
-                for j in range(len(states[0]["optimizer"][0][name]))
-            ]
-            for name in states[0]["optimizer"][0]
-        }
-        most = max(range(len(results)), key=lambda i: (results[i]["batches"], -i))
-        optimizer.restore((arrays, states[most]["optimizer"][1]))
         for r in results:
             if r["device"] not in self.devices:
                 self.devices.append(r["device"])
 
     def close(self):
-        """Forget the shards and the replicas (the workers free their memory)."""
+        """Stop what still runs and forget the shards and replicas (the workers free them)."""
         futures = [f for s in self.shards for f in (s.data, s.template) if f is not None]
-        if futures:
-            try:
-                self.client.cancel(futures)
-                self.client.run(_forget, self.fit_id, workers=list(self.client.nthreads()))
-            except Exception:  # noqa: BLE001 (a closing cluster: nothing left to free)
-                pass
+        futures += list(self._pending.values())
+        if futures and self.client.status == "running":
+            workers = list(self.client.nthreads())
+            for step in (
+                lambda: self.client.run(abort, self.fit_id, self._run, workers=workers),
+                lambda: self.client.cancel(futures),
+                lambda: self.client.run(_forget, self.fit_id, workers=workers),
+                lambda: self.client.run(forget, self.fit_id, workers=workers),
+            ):
+                try:
+                    step()
+                except Exception:  # noqa: BLE001,PERF203 (a closing cluster: nothing to free)
+                    pass
         self._data = self._dask_X = None
 
 
-def _mean(arrays, weights):
-    if len(arrays) == 1:
-        return arrays[0]
-    total = np.zeros(arrays[0].shape, dtype=np.float64)
-    for array, weight in zip(arrays, weights):
-        total += weight * array
-    return total.astype(arrays[0].dtype)
+def _load(trainer, optimizer, state):
+    """Put a replica's state (read back after an epoch) into the driver's model."""
+    backend = trainer.backend
+    trainer.parameters.flat_params[...] = backend.asarray(state["params"])
+    for target, value in zip(layer_states(trainer.network), state["layer_states"]):
+        target[...] = backend.asarray(value)
+    optimizer.restore(state["optimizer"])
+
+
+def _same_state(a, b):
+    """Whether two :func:`replica_state` dicts hold the same arrays and flags."""
+    if a["flags"] != b["flags"]:
+        return False
+    pairs = [(a["params"], b["params"]), *zip(a["layer_states"], b["layer_states"])]
+    moments_a, moments_b = a["optimizer"][0], b["optimizer"][0]
+    if moments_a.keys() != moments_b.keys():
+        return False
+    for name in moments_a:
+        pairs += list(zip(moments_a[name], moments_b[name]))
+    return all(x.shape == y.shape and np.array_equal(x, y) for x, y in pairs)
+
+
+def _index_dtype(n):
+    return np.int32 if n < 2**31 else np.int64
 
 
 def _nbytes(obj):
@@ -455,14 +464,7 @@ def _nbytes(obj):
     return 0
 
 
-def _is_worker_loss(exc):
-    from distributed import KilledWorker
-    from distributed.comm import CommClosedError
-
-    return isinstance(exc, (KilledWorker, CommClosedError))
-
-
-def _template(estimator, trainer, device, n_shards):
+def _template(estimator, trainer, device, mode):
     """What a worker builds its replica from (the network travels with its weights)."""
     return types.SimpleNamespace(
         network=trainer.network,
@@ -472,5 +474,6 @@ def _template(estimator, trainer, device, n_shards):
         hyper={name: getattr(estimator, name) for name in _OPTIMIZER_PARAMETERS},
         device=device,
         dtype=np.dtype(estimator.dtype),
-        seed_offset=(estimator.t_, n_shards),
+        samples_seen=estimator.t_,
+        mode=mode,
     )

@@ -1,12 +1,30 @@
-"""What runs on a Dask worker: a replica of the model training on its shard.
+"""What runs on a Dask worker: a replica of the model, training on its shard.
 
 Each worker keeps one :class:`_Replica` per shard of a running fit (network,
-trainer, optimizer and its rows on the worker's device); :func:`_train_period`
-loads the state the driver sends, runs the period's batches and returns the
-new state. The state's format (:func:`replica_state`) is shared with the
-driver, which imports it from here.
+trainer, optimizer and its rows on the worker's device), for the whole fit.
+:func:`_run_epoch` runs one epoch of the driver's global batches on it: the
+replica's part of each batch, and the synchronizations with the other
+replicas, worker to worker (:mod:`~sknet.distributed._exchange`). Two ways:
+
+- ``'gradients'`` (``sync_every=1``): after each batch the replicas add up
+  their gradients (each divided by the whole batch's weight sum, so that the
+  sum is the batch's gradient), and each applies the same step: the model
+  ``est.fit`` trains on the same batches. Dropout draws the whole batch's
+  masks on every replica, each taking its rows' (:meth:`_Replica._draw`).
+- ``'average'`` (``sync_every > 1`` or ``'epoch'``): each replica takes its
+  own step on its part of each batch (the mean over its rows; the L2 term as
+  in the whole batch), and every ``sync_every`` batches the replicas replace
+  their parameters, running statistics and optimizer moments by their
+  average, weighted by the sample weight each learned from since the last
+  one. Every replica steps at every batch, so the optimizer's scalars (Adam's
+  step count) stay the same everywhere.
+
+The state's format (:func:`replica_state`) is shared with the driver, which
+imports it from here.
 """
 
+import collections
+import contextlib
 import copy
 import time
 import types
@@ -15,9 +33,24 @@ import numpy as np
 from sklearn.utils import check_array
 
 from sknet.backend import get_backend
+from sknet.distributed._exchange import TcpExchange, _distributed
 from sknet.engine._optimizers import make_optimizer
 from sknet.engine._trainer import Trainer
 from sknet.engine._types import BackendData
+
+#: One shard's part of an epoch, from the driver. ``order``: the shard's rows
+#: (local indices) in the epoch's order; per global batch of the epoch,
+#: ``counts`` (this shard's rows), ``sizes`` (all rows), ``sums`` (the batch's
+#: weight sum, what one process divides by) and ``local_sums`` (this shard's
+#: part of it); ``positions``: each row's place in its batch (``'gradients'``
+#: with several shards, else None); ``sync_every``: batches between two
+#: synchronizations (None: once, at the end); ``mode``: see the module.
+EpochPlan = collections.namedtuple(
+    "EpochPlan", "order counts sizes sums local_sums positions sync_every mode"
+)
+
+#: Columns of the per-synchronization records a replica returns.
+RECORD_FIELDS = ("batches", "rows", "compute", "arrive", "done", "bytes")
 
 
 def layer_states(network):
@@ -35,7 +68,8 @@ def training_flags(network):
 def replica_state(trainer, optimizer):
     """A trainer's parameters, running statistics, optimizer state and flags, as NumPy arrays.
 
-    What every replica starts a period from, and what it hands back.
+    What the driver pushes to the replicas when its model changed between
+    epochs, and what it reads back from one replica after each epoch.
     """
     backend = trainer.backend
     arrays, scalars = optimizer.snapshot()
@@ -57,21 +91,17 @@ _REPLICAS = {}
 class _Replica:
     """One shard's network, trainer and optimizer, on a worker's device."""
 
-    def __init__(self, shard, template, index):
+    def __init__(self, shard, template, index, n_shards):
         backend = get_backend(template.device)
         self.backend = backend
         with backend.device_context():
             # copies: a threaded (in-process) worker gets the driver's own objects
             network = copy.deepcopy(template.network).to_backend(backend).astype(template.dtype)
-            t0, n_shards = template.seed_offset
-            if n_shards > 1:
-                network.reseed(t0 * n_shards + index)  # one dropout stream a shard
-            self.trainer = Trainer(
-                network,
-                copy.deepcopy(template.loss),
-                alpha=template.alpha,
-                clip_norm=template.clip_norm,
-            )
+            t0 = template.samples_seen
+            if n_shards > 1 and template.mode == "average":
+                network.reseed(t0 * n_shards + index)  # one dropout stream a replica
+            # The L2 term and the clipping are applied by the epoch loop, after the sum.
+            self.trainer = Trainer(network, copy.deepcopy(template.loss))
             self.optimizer = make_optimizer(types.SimpleNamespace(**template.hyper), self.trainer)
             X, Y, w = shard
             dtype = template.dtype
@@ -80,7 +110,11 @@ class _Replica:
                 backend.asarray(Y, dtype),
                 None if w is None else backend.asarray(w, dtype),
             )
+        self.alpha, self.clip_norm = template.alpha, template.clip_norm
+        self._leaves = [leaf for _, leaf in network.leaves()]
+        self._x_buffer = self._ones = None
 
+    # -- state ------------------------------------------------------------------------
     def load(self, state):
         trainer, backend = self.trainer, self.backend
         network = trainer.network
@@ -93,41 +127,256 @@ class _Replica:
             target[...] = backend.asarray(value)
         self.optimizer.restore(state["optimizer"])
 
-    def train(self, order, sw_sums, batch_size):
-        total = self.trainer.run_batches(
-            self.data,
-            self.optimizer,
-            batch_size=batch_size,
-            order=self.backend.asarray(order),
-            sw_sums=sw_sums,
-        )
-        return float(total)
-
     def dump(self):
         state = replica_state(self.trainer, self.optimizer)
         del state["flags"]
         return state
 
+    def synced_arrays(self):
+        """Everything the replicas average (live): parameters, running statistics, moments."""
+        optimizer = self.optimizer
+        moments = [a for name in optimizer.state_names for a in getattr(optimizer, name)]
+        return [self.trainer.parameters.flat_params, *layer_states(self.trainer.network), *moments]
 
-def _train_period(shard, template, fit_id, index, state, order, sw_sums, batch_size):
-    """On a worker: load the averaged state, run this period's batches, return the new state."""
+    # -- one epoch ----------------------------------------------------------------------
+    def run_epoch(self, plan, exchange):
+        """Train on this shard's part of the epoch's batches, synchronizing with the others.
+
+        Returns this replica's part of the epoch's loss sum and one record a
+        synchronization (:data:`RECORD_FIELDS`).
+        """
+        trainer, backend = self.trainer, self.backend
+        xp = backend.xp
+        gradients = plan.mode == "gradients" and exchange.size > 1
+        ends = np.cumsum(plan.counts)
+        starts = ends - plan.counts
+        order = backend.asarray(plan.order)
+        positions = None if plan.positions is None else backend.asarray(plan.positions)
+        n_batches = len(plan.counts)
+        every = plan.sync_every or n_batches
+        total = xp.zeros((), dtype=np.float64)
+        records, period = [], _Period()
+        largest = int(plan.counts.max()) if n_batches else 1
+        rows_split = contextlib.nullcontext() if gradients else trainer.split_batches(largest)
+        with rows_split:
+            for b in range(n_batches):
+                a, z = int(starts[b]), int(ends[b])
+                if plan.sums[b] != 0:  # a batch of zero weight is skipped, as by one process
+                    batch = (order, positions, a, z, float(plan.sums[b]))
+                    if gradients:
+                        loss = self._gradient_step(batch, int(plan.sizes[b]), exchange, b, period)
+                        if exchange.rank == 0:  # every replica has the batch's loss: one counts it
+                            total = total + loss * int(plan.sizes[b])
+                    else:
+                        loss = self._local_step(batch, float(plan.local_sums[b]), period)
+                        total = total + loss * (z - a)
+                    period.add(z - a, float(plan.local_sums[b]), float(plan.sums[b]))
+                    if gradients:  # a synchronization a batch
+                        records.append(period.record(exchange))
+                        period.reset()
+                if (b + 1) % every == 0 or b == n_batches - 1:
+                    if not gradients and exchange.size > 1 and period.weight_total > 0:
+                        self._average(exchange, ("average", b), period)
+                        records.append(period.record(exchange))
+                    elif gradients and b == n_batches - 1 and layer_states(trainer.network):
+                        self._average_layer_states(exchange, plan)
+                    period.reset()
+        trainer.parameters.check_grad_views()
+        return float(total), np.array(records, dtype=np.float64).reshape(-1, len(RECORD_FIELDS))
+
+    def _batch(self, order, a, z):
+        backend, xp, data = self.backend, self.backend.xp, self.data
+        idx = order[a:z]
+        out = None
+        if not backend.is_sparse(data.X):
+            buf = self._x_buffer
+            if buf is None or buf.shape[0] < z - a:
+                buf = self._x_buffer = xp.empty((z - a,) + data.X.shape[1:], data.X.dtype)
+            out = buf[: z - a]
+        X = backend.take_rows(data.X, idx, out=out)
+        w = None if data.w is None else xp.take(data.w, idx)
+        return X, xp.take(data.Y, idx, axis=0), w
+
+    def _finish_step(self, loss, sw_sum):
+        """The L2 term (once, as in the whole batch), clipping, and the optimizer's step."""
+        parameters = self.trainer.parameters
+        if self.alpha > 0:
+            loss = parameters.add_penalty(loss, self.alpha, sw_sum)
+        if self.clip_norm is not None:
+            self.backend.clip_by_norm(parameters.flat_grads, self.clip_norm)
+        self.optimizer.step(parameters.grad_segments)
+        return loss
+
+    def _local_step(self, batch, local_sum, period):
+        """One step on this replica's rows of a batch: their mean, the batch's L2 term."""
+        order, _, a, z, sw_sum = batch
+        period.start_compute()
+        if z > a and local_sum != 0:
+            X, Y, w = self._batch(order, a, z)
+            loss = self.trainer.loss_and_gradients(X, Y, w, local_sum)
+            self.trainer.parameters.check_grad_views()
+        else:  # none of the batch's rows here: the replica follows its momentum
+            self.trainer.parameters.flat_grads[...] = 0
+            loss = 0.0
+        loss = self._finish_step(loss, sw_sum)
+        period.end_compute()
+        return loss
+
+    def _gradient_step(self, batch, n_rows, exchange, step, period):
+        """This replica's part of a batch's gradient, summed over the replicas; one step."""
+        order, positions, a, z, sw_sum = batch
+        trainer, backend = self.trainer, self.backend
+        flat = trainer.parameters.flat_grads
+        period.start_compute()
+        drawn = self._draw(n_rows)
+        if z > a:
+            X, Y, w = self._batch(order, a, z)
+            if w is None:  # each row weighs 1 over the whole batch's rows
+                w = self._ones_like(z - a)
+            rows = positions[a:z]
+            for leaf, arrays in drawn:  # this replica's rows of the whole batch's draws
+                for name, values in arrays.items():
+                    setattr(leaf, name, values[rows])
+            loss = trainer.loss_and_gradients(X, Y, w, sw_sum)
+            trainer.parameters.check_grad_views()
+        else:
+            flat[...] = 0
+            loss = 0.0
+        buffer = np.empty(flat.shape[0] + 1, dtype=flat.dtype)
+        buffer[:-1] = backend.to_numpy(flat)
+        buffer[-1] = float(loss)
+        period.end_compute()
+        exchange.allreduce(("gradients", step), buffer)
+        period.end_sync()
+        flat[...] = backend.asarray(buffer[:-1])
+        return self._finish_step(buffer.dtype.type(buffer[-1]), sw_sum)
+
+    def _draw(self, n_rows):
+        """The random numbers each layer draws for a whole batch of ``n_rows`` rows.
+
+        :meth:`~sknet.layers.Layer.split_draws` hands a copy of a layer the
+        draws of its rows as attributes whose first axis is the rows; here
+        one stand-in copy takes the whole batch's, and the replica's layer
+        gets its rows' (in :meth:`_gradient_step`). Every replica draws every
+        batch, so their streams stay the one of ``est.fit``.
+        """
+        drawn = []
+        for leaf in self._leaves:
+            copy_of_leaf = types.SimpleNamespace()
+            leaf.split_draws([copy_of_leaf], [0, n_rows])
+            if vars(copy_of_leaf):
+                drawn.append((leaf, vars(copy_of_leaf)))
+        return drawn
+
+    def _ones_like(self, n_rows):
+        xp = self.backend.xp
+        if self._ones is None or self._ones.shape[0] < n_rows:
+            self._ones = xp.ones(n_rows, dtype=self.trainer.parameters.flat_grads.dtype)
+        return self._ones[:n_rows]
+
+    def _average(self, exchange, step, period):
+        """Replace the synced arrays by their average over the replicas, weighted."""
+        coefficient = period.weight / period.weight_total
+        self._combine(exchange, step, self.synced_arrays(), coefficient)
+        period.end_sync()
+
+    def _average_layer_states(self, exchange, plan):
+        total = float(np.sum(plan.sums))
+        coefficient = float(np.sum(plan.local_sums)) / total if total else 1 / exchange.size
+        self._combine(exchange, ("states",), layer_states(self.trainer.network), coefficient)
+
+    def _combine(self, exchange, step, arrays, coefficient):
+        backend = self.backend
+        sizes = [int(a.size) for a in arrays]
+        buffer = np.empty(sum(sizes), dtype=arrays[0].dtype)
+        offset = 0
+        for array, size in zip(arrays, sizes):
+            np.multiply(
+                backend.to_numpy(array).reshape(-1),
+                coefficient,
+                out=buffer[offset : offset + size],
+            )
+            offset += size
+        exchange.allreduce(step, buffer)
+        offset = 0
+        for array, size in zip(arrays, sizes):
+            array[...] = backend.asarray(buffer[offset : offset + size].reshape(array.shape))
+            offset += size
+
+
+class _Period:
+    """What a replica learned from since the last synchronization, and how long it took."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.batches = self.rows = 0
+        self.weight = self.weight_total = 0.0
+        self.compute = 0.0
+        self._started = self.arrive = self.done = None
+
+    def add(self, rows, weight, weight_total):
+        self.batches += 1
+        self.rows += rows
+        self.weight += weight
+        self.weight_total += weight_total
+
+    def start_compute(self):
+        self._started = time.perf_counter()
+
+    def end_compute(self):
+        self.compute += time.perf_counter() - self._started
+        self.arrive = time.time()
+
+    def end_sync(self):
+        self.done = time.time()
+
+    def record(self, exchange):
+        """The period's row of :data:`RECORD_FIELDS` (the bytes this replica sent for it)."""
+        row = (self.batches, self.rows, self.compute, self.arrive, self.done, exchange.bytes_sent)
+        exchange.bytes_sent = 0
+        return row
+
+
+def _run_epoch(shard, template, fit_id, run, index, peers, plan, state, scalars, want_state):
+    """On a worker: one epoch of this shard's replica, in step with the other replicas.
+
+    ``state`` (the driver's model, when it changed or the replica is new) or
+    ``scalars`` (the optimizer's learning rate and counters) come first.
+    Returns this replica's part of the loss, its records, and with
+    ``want_state`` the synchronized state.
+    """
+    distributed = _distributed()
+    worker = distributed.get_worker()
+    task = worker.get_current_task()
+    distributed.secede()  # waits for its peers: out of the pool, so two shards may share a worker
+
+    def still_wanted():
+        task_state = worker.state.tasks.get(task)
+        return task_state is not None and task_state.state in ("executing", "long-running")
+
     key = (fit_id, index)
     replica = _REPLICAS.get(key)
     if replica is None:
-        replica = _REPLICAS[key] = _Replica(shard, template, index)
+        replica = _REPLICAS[key] = _Replica(shard, template, index, len(peers))
+    exchange = TcpExchange(fit_id, run, index, peers, still_wanted)
     with replica.backend.device_context():
-        replica.load(state)
+        if state is not None:
+            replica.load(state)
+        else:
+            replica.optimizer.restore(({}, scalars))
         started = time.perf_counter()
-        loss = replica.train(order, sw_sums, batch_size)
-        seconds = time.perf_counter() - started
-        return {
-            "state": replica.dump(),
+        loss, records = replica.run_epoch(plan, exchange)
+        result = {
             "loss": loss,
-            "rows": int(order.shape[0]),
-            "batches": -(-int(order.shape[0]) // batch_size),
-            "seconds": seconds,
+            "records": records,
+            "seconds": time.perf_counter() - started,
             "device": replica.backend.name,
         }
+        if want_state:
+            result["state"] = replica.dump()
+    return result
 
 
 def _dask_shard(keep, Y, w, dtype, *blocks):

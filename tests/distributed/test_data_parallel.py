@@ -78,6 +78,64 @@ def test_one_worker_trains_the_model_fit_trains(client, digits, params):
     assert parallel.shard_rows_ == [len(X)]
 
 
+# -- sync_every=1: synchronous data parallelism, the model est.fit trains -------------
+EQUIVALENT_FITS = {
+    "adam": ({}, None),
+    "sgd-nesterov-alpha": ({"solver": "sgd", "alpha": 1e-2, "learning_rate_init": 0.05}, None),
+    "adam-dropout-sample-weight": ({"dropout": 0.3}, "sample"),
+    "sgd-dropout-class-weight": (
+        {"solver": "sgd", "dropout": 0.2, "class_weight": "balanced", "momentum": 0.5},
+        "sample",
+    ),
+    "adam-early-stopping-small-batches": ({"early_stopping": True, "batch_size": 64}, None),
+}
+
+
+@pytest.mark.parametrize("params, weighted", EQUIVALENT_FITS.values(), ids=EQUIVALENT_FITS)
+def test_sync_every_batch_trains_the_model_fit_trains(client, digits, params, weighted):
+    # Each batch of one process is cut over the workers by where its rows are; their
+    # gradients add up to the batch's, and every replica applies the same step.
+    X, y = digits
+    weight = np.random.RandomState(1).uniform(0.2, 3, len(y)) if weighted else None
+    est = mlp(dtype="float64", max_iter=3, **params)
+    local = clone(est).fit(X, y, sample_weight=weight)
+    parallel = DataParallel(est, sync_every=1).fit(X, y, sample_weight=weight)
+    assert parallel.shard_rows_ == [898, 899]
+    assert_same_model(parallel.estimator_, local, rtol=1e-10)
+    np.testing.assert_array_equal(parallel.predict(X), local.predict(X))
+    # as many optimizer steps as one process: one synchronization a batch
+    n_train = len(X) - (int(np.ceil(0.1 * len(X))) if params.get("early_stopping") else 0)
+    per_epoch = -(-n_train // params.get("batch_size", 200))
+    assert len(parallel.sync_history_) == per_epoch * len(local.history_)
+
+
+def test_sync_every_batch_follows_the_drivers_callbacks(client, digits):
+    # Unfreeze (new flags, new optimizer layout) and LRScheduler change the model on the
+    # driver between epochs: the replicas get the change and still train est.fit's model.
+    from sknet import NeuralNetClassifier
+    from sknet.callbacks import LRScheduler, Unfreeze
+    from sknet.layers import Dense
+
+    X, y = digits
+    est = NeuralNetClassifier(
+        layers=[Dense(64, activation="relu", trainable=False), Dense(64, activation="relu")],
+        solver="sgd",
+        learning_rate_init=0.05,
+        max_iter=4,
+        random_state=0,
+        device="cpu",
+        dtype="float64",
+        callbacks=[Unfreeze(epoch=2), LRScheduler(policy="step", step_size=1, gamma=0.5)],
+    )
+    local = clone(est).fit(X, y)
+    parallel = DataParallel(est, sync_every=1).fit(X, y)
+    assert_same_model(parallel.estimator_, local, rtol=1e-10)
+    sent = [row["bytes_sent"] for row in parallel.epoch_history_]
+    state = sum(w.nbytes for w in weights(local))
+    assert sent[0] > state and sent[1] > state  # the model, at the start and after Unfreeze
+    assert sent[2] < state and sent[3] < state  # then only the epoch's plan
+
+
 @pytest.mark.parametrize("sync_every", ["epoch", 3])
 def test_two_workers_are_reproducible(client, digits, sync_every):
     X, y = digits
@@ -87,12 +145,31 @@ def test_two_workers_are_reproducible(client, digits, sync_every):
     assert_same_model(a.estimator_, b.estimator_)
     assert a.shard_rows_ == [898, 899] and len(a.workers_) == 2
     assert a.score(X, y) > 0.5
-    # 898 rows a shard make 5 batches of 200: synchronized once, or after 3 and 2
-    per_epoch = 1 if sync_every == "epoch" else 2
+    # 1797 rows make 9 batches of 200 an epoch: synchronized once, or after 3, 6 and 9
+    per_epoch = 1 if sync_every == "epoch" else 3
     assert len(a.sync_history_) == per_epoch * est.max_iter
     row = a.sync_history_[0]
-    assert row["bytes_sent"] > 0 and row["bytes_received"] == row["bytes_sent"]
-    assert row["retries"] == 0 and row["seconds"] >= row["compute_seconds"] > 0
+    assert row["bytes_between_workers"] > 0 and row["retries"] == 0
+    assert row["batches"] == (9 if sync_every == "epoch" else 3)
+    assert row["compute_seconds"] > 0 and row["seconds"] >= 0
+    epochs = a.epoch_history_
+    assert [e["syncs"] for e in epochs] == [per_epoch] * est.max_iter
+
+
+def test_no_model_goes_through_the_client_between_epochs(client, digits):
+    # The replicas combine their states worker to worker: after the first epoch (the
+    # model sent once), the client sends each epoch's plan and reads one model back,
+    # however many synchronizations the epoch has.
+    X, y = digits
+    est = mlp(dtype="float64", max_iter=3, hidden_layer_sizes=(128,))
+    state = None
+    for sync_every in (1, 3, "epoch"):
+        parallel = DataParallel(est, sync_every=sync_every).fit(X, y)
+        state = state or sum(w.nbytes for w in weights(parallel.estimator_))
+        later = parallel.epoch_history_[1:]
+        assert all(e["bytes_sent"] < state / 2 for e in later)  # plans, no model
+        # one replica's model and Adam's two moments, whatever the synchronizations
+        assert all(3 * state <= e["bytes_received"] < 3.5 * state for e in later)
 
 
 def test_dask_blocks_stay_on_the_workers(client, digits, monkeypatch):
@@ -260,6 +337,23 @@ def test_no_client_says_how_to_make_one(digits):
     assert "needs a Dask client" in out.stdout and "Client(LocalCluster())" in out.stdout
 
 
+def test_a_closed_client_is_a_clear_error(client, digits):
+    X, y = digits
+    closed = distributed.Client(client.scheduler.address)
+    closed.close()
+    with pytest.raises(ValueError, match="client is not running .status 'closed'"):
+        DataParallel(mlp(), client=closed).fit(X, y)
+
+
+def test_dask_input_with_early_stopping_and_list_sample_weight(client, digits):
+    X, y = digits
+    weight = [1.0 + (i % 3) for i in range(len(y))]  # a plain list
+    est = mlp(early_stopping=True, max_iter=2, dtype="float64")
+    parallel = DataParallel(est).fit(da.from_array(X, chunks=600), y, sample_weight=weight)
+    assert len(parallel.estimator_.validation_scores_) == 2
+    assert sum(parallel.shard_rows_) == len(X) - int(np.ceil(0.1 * len(X)))
+
+
 # -- scikit-learn's checks ----------------------------------------------------------
 EXPECTED_FAILED_CHECKS = {
     # Repeating rows moves rows between the two shards (the split is by position),
@@ -309,49 +403,67 @@ def test_replicas_train_on_the_workers_gpus(digits):
 
 # -- faults: a worker process killed during a fit ---------------------------------------
 class KillingLogLoss(LogLoss):
-    """The log-loss, which ends its process at its ``after + 1``-th call in process ``pid``."""
+    """The log-loss, which ends its process at its ``after + 1``-th call in processes ``pids``."""
 
-    def __init__(self, pid=-1, after=0):
-        self.pid = pid
+    def __init__(self, pids=(), after=0):
+        self.pids = pids
         self.after = after
 
     def for_target(self, target_type):
         return clone(self)
 
     def __call__(self, Z, Y, sample_weight=None, sw_sum=None):
-        if os.getpid() == self.pid:
+        if os.getpid() in self.pids:
             self._calls = self.__dict__.get("_calls", 0) + 1
             if self._calls > self.after:
                 os._exit(1)  # as a killed process: no clean-up, no reply
         return super().__call__(Z, Y, sample_weight, sw_sum)
 
 
-def first_worker(client):
+def worker_pids(client):
     client.wait_for_workers(2, timeout=60)
-    address = sorted(client.nthreads())[0]
-    return address, client.run(os.getpid, workers=[address])[address]
+    return client.run(os.getpid)
 
 
-def test_a_killed_worker_is_replaced_and_the_model_is_the_same(client, digits):
+#: 9 batches an epoch, a part of each on each shard: the 13th call is in the second epoch.
+KILL_AFTER = 12
+
+
+@pytest.mark.parametrize("sync_every", [1, 2])
+def test_a_killed_worker_is_replaced_and_the_model_is_the_same(client, digits, sync_every):
     X, y = digits
     est = mlp(dtype="float64", max_iter=3)
-    undisturbed = DataParallel(est, sync_every=2).fit(X, y)
-    address, pid = first_worker(client)
-    # 5 batches an epoch on each shard: the 8th is in the second epoch's 2nd period
-    killer = est.set_params(loss=KillingLogLoss(pid=pid, after=7))
-    parallel = DataParallel(killer, sync_every=2).fit(X, y)
-    retried = [row for row in parallel.sync_history_ if row["retries"]]
-    assert [(row["epoch"], row["retries"]) for row in retried] == [(2, 1)]
-    assert address not in client.nthreads()
+    undisturbed = DataParallel(est, sync_every=sync_every).fit(X, y)
+    address, pid = sorted(worker_pids(client).items())[0]
+    killer = clone(est).set_params(loss=KillingLogLoss(pids=(pid,), after=KILL_AFTER))
+    parallel = DataParallel(killer, sync_every=sync_every).fit(X, y)
+    retried = [(row["epoch"], row["retries"]) for row in parallel.epoch_history_ if row["retries"]]
+    assert retried == [(2, 1)]
+    assert address not in client.nthreads() and address not in parallel.workers_
+    assert_same_model(parallel.estimator_, undisturbed.estimator_)
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_both_workers_killed_at_once_the_model_is_the_same(client, digits):
+    X, y = digits
+    est = mlp(dtype="float64", max_iter=3)
+    undisturbed = DataParallel(est, sync_every=1).fit(X, y)
+    pids = worker_pids(client)
+    killer = clone(est).set_params(
+        loss=KillingLogLoss(pids=tuple(pids.values()), after=KILL_AFTER)
+    )
+    parallel = DataParallel(killer, sync_every=1).fit(X, y)
+    assert [row["retries"] for row in parallel.epoch_history_] == [0, 1, 0]
+    assert not set(parallel.workers_) & set(pids)  # both shards on the restarted workers
     assert_same_model(parallel.estimator_, undisturbed.estimator_)
     client.wait_for_workers(2, timeout=60)
 
 
 def test_a_killed_worker_with_raise_stops_with_the_last_synchronized_model(client, digits):
     X, y = digits
-    address, pid = first_worker(client)
+    address, pid = sorted(worker_pids(client).items())[0]
     est = mlp(dtype="float64", max_iter=3)
-    killer = clone(est).set_params(loss=KillingLogLoss(pid=pid, after=7))
+    killer = clone(est).set_params(loss=KillingLogLoss(pids=(pid,), after=KILL_AFTER))
     parallel = DataParallel(killer, on_worker_loss="raise")
     with pytest.raises(WorkerLostError, match=address) as info:
         parallel.fit(X, y)
