@@ -8,7 +8,7 @@ entries of the list) and the check that the list holds layers.
 from numbers import Integral
 
 from sknet.layers import Dropout, Layer
-from sknet.layers._base import NestedListParams
+from sknet.layers._params import NestedListParams
 
 
 def positive_ints(value, name, allow_empty=True):

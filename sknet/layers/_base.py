@@ -4,12 +4,12 @@ import functools
 import inspect
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 
 from sknet.autodiff._recording import recorded_backward, recorded_forward
-from sknet.backend import get_backend
+from sknet.layers._arrays import LayerArrays
 from sknet.layers._contract import checked_backward, checked_forward, with_training_parameters
-from sknet.layers._tree import apply_container_flags
+from sknet.layers._tree import TreeNode, apply_container_flags
 
 _TRAINABLE_DOC = """\
     trainable : bool, default=True
@@ -24,7 +24,7 @@ _TRAINABLE_DOC = """\
 """
 
 
-class Layer(BaseEstimator):
+class Layer(TreeNode, LayerArrays, BaseEstimator):
     """Base class of all layers.
 
     A layer is configured in ``__init__`` (which only stores its arguments, as
@@ -247,59 +247,6 @@ class Layer(BaseEstimator):
         The default does nothing.
         """
 
-    def sublayers(self):
-        """The built layers inside this one, in order; ``[]`` for a leaf.
-
-        By default, the built layers held in attributes named after a
-        constructor parameter plus an underscore (``block_`` built from
-        ``block``): what a container makes of the layers it is given. The
-        training plan, freezing, reseeding and transfer walk them
-        (:mod:`sknet.layers._tree`).
-        """
-        return [layer for _, layers in self._built_sublayers() for layer in layers]
-
-    def chains(self):
-        """The paths an input takes through :meth:`sublayers`, for the training plan.
-
-        Each path is a list of sublayers that runs first to last on this
-        layer's input (a sequence of blocks, a residual block and its
-        shortcut, the branches of a concatenation): the plan lets backward
-        stop at the lowest trainable layer of a path. ``None`` (the default):
-        unknown, and every layer inside computes the gradient of its input.
-        """
-        return None
-
-    def source_layers(self):
-        """The unbuilt layers :meth:`sublayers` were built from, in the same order."""
-        return [
-            layer
-            for name, built in self._built_sublayers()
-            for layer in _as_list(getattr(self, name[:-1]))[: len(built)]
-        ]
-
-    def _built_sublayers(self):
-        """``(attribute, [built layers])`` for each parameter ``p`` with a built ``p_``."""
-        found = []
-        for name in self._get_param_names():
-            built = self.__dict__.get(name + "_")
-            if (
-                built is not None
-                and _as_list(built)
-                and all(isinstance(layer, Layer) for layer in _as_list(built))
-            ):
-                found.append((name + "_", _as_list(built)))
-        return found
-
-    def _copy_with(self, layers):
-        """An unbuilt copy of this layer whose sublayers are ``layers`` (``from_estimator``)."""
-        copy, start, changes = clone(self), 0, {}
-        for name, built in self._built_sublayers():
-            part = layers[start : start + len(built)]
-            source = getattr(self, name[:-1])
-            changes[name[:-1]] = list(part) if isinstance(source, (list, tuple)) else part[0]
-            start += len(built)
-        return copy.set_params(**changes)
-
     def values_per_sample(self):
         """Size of the largest array the forward pass makes per sample.
 
@@ -308,143 +255,6 @@ class Layer(BaseEstimator):
         something larger than their output (patch matrices) say so.
         """
         return int(np.prod(self.output_shape_))
-
-    # -- declaring parameters ---------------------------------------------------
-    def add_param(self, name, value, *, regularized=False):
-        """Declare a trained parameter (in :meth:`build`), with a zero gradient.
-
-        Parameters
-        ----------
-        name : str
-            Its key in ``params`` and ``grads``.
-        value : array-like
-            Its initial value, on the host (draw it from ``build``'s ``rng``);
-            moved to the layer's backend in its dtype.
-        regularized : bool, default=False
-            Whether the L2 penalty ``alpha`` applies to it (weights, not biases).
-
-        Returns
-        -------
-        param : backend array
-            The parameter, ``self.params[name]``.
-        """
-        self.params[name] = self.backend_.asarray(value, self.dtype_)
-        self.grads[name] = self.xp.zeros_like(self.params[name])
-        if regularized and name not in self.regularized:
-            self.regularized = (*self.regularized, name)
-        return self.params[name]
-
-    def add_state(self, name, value):
-        """Declare an array the layer updates itself (running statistics), in :meth:`build`.
-
-        It is not trained; it moves, casts, pickles and transfers with the
-        parameters, and a frozen layer keeps it unchanged.
-        """
-        self.state[name] = self.backend_.asarray(value, self.dtype_)
-        return self.state[name]
-
-    def _add_params(self, **arrays):
-        """Several :meth:`add_param` at once (kept for layers written before it)."""
-        for name, value in arrays.items():
-            self.add_param(name, value)
-
-    @property
-    def xp(self):
-        """The array module of the backend the layer was built on."""
-        return self.backend_.xp
-
-    def _buffer(self, key, shape, *, batch_first=True, dtype=None):
-        """A reusable array of ``shape`` (batch axis first) for training.
-
-        Buffers are sized for the largest batch seen and sliced for smaller
-        ones, so a training epoch allocates nothing after its first batch.
-        With ``batch_first=False`` (time-major arrays, which a slice would make
-        non-contiguous) the buffer is reused only for the same shape. Reused
-        buffers also spare the page faults that fresh arrays of a few MB cost.
-        """
-        buf, shape = self._buffers.get(key), tuple(shape)
-        dtype = self.dtype_ if dtype is None else dtype
-        if batch_first:
-            if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
-                buf = self._buffers[key] = self.xp.empty(shape, dtype=dtype)
-            return buf[: shape[0]]
-        if buf is None or buf.shape != shape:
-            buf = self._buffers[key] = self.xp.empty(shape, dtype=dtype)
-        return buf
-
-    def release(self):
-        """Drop training caches, buffers and gradients; keep parameters (end of ``fit``)."""
-        self._buffers = {}
-        self._cache = {}
-        self.grads = {}
-        for layer in self.sublayers():
-            layer.release()
-
-    def astype(self, dtype):
-        """Cast parameters, gradients and state to the floating ``dtype``."""
-        dtype = np.dtype(dtype)
-        for name in ("params", "grads", "state"):
-            arrays = getattr(self, name, {})
-            setattr(
-                self,
-                name,
-                {k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in arrays.items()},
-            )
-        self.dtype_ = dtype
-        self._buffers = {}
-        self._cache = {}
-        for layer in self.sublayers():
-            layer.astype(dtype)
-        return self
-
-    def reseed(self, offset):
-        """Start a fresh random stream for training (layers that draw numbers).
-
-        Called at the start of every call to ``fit``/``partial_fit`` with the
-        number of samples trained on so far, so consecutive calls draw
-        different numbers while a fresh fit with the same ``random_state``
-        repeats itself. The default reseeds the layers inside this one.
-        """
-        for layer in self.sublayers():
-            layer.reseed(offset)
-
-    def to_backend(self, backend):
-        """Move the parameters (and gradients) of a built layer to ``backend``."""
-        self.backend_ = backend
-        for name in ("params", "grads", "state"):
-            arrays = getattr(self, name, {})
-            setattr(self, name, {k: backend.asarray(v) for k, v in arrays.items()})
-        self._buffers = {}
-        self._cache = {}
-        for layer in self.sublayers():
-            layer.to_backend(backend)
-        return self
-
-    # -- pickling: NumPy state only -------------------------------------------
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        backend = state.pop("backend_", None)
-        state.pop("_buffers", None)
-        state.pop("_cache", None)
-        if "dtype_" in state:  # a plain string: loads without trusting numpy.dtype
-            state["dtype_"] = str(state["dtype_"])
-        if backend is not None:
-            state["_backend_name"] = backend.name
-            for key in ("params", "grads", "state"):
-                if key in state:
-                    state[key] = {k: backend.to_numpy(v) for k, v in state[key].items()}
-        return state
-
-    def __setstate__(self, state):
-        # Arrays come back as NumPy; the estimator moves them to its backend.
-        backend_name = state.pop("_backend_name", None)
-        if "dtype_" in state:
-            state["dtype_"] = np.dtype(state["dtype_"])
-        super().__setstate__(state)
-        if backend_name is not None:
-            self.backend_ = get_backend("cpu")
-            self._buffers = {}
-            self._cache = {}
 
 
 def build_layer(layer, input_shape, *, backend, dtype, rng):
@@ -462,61 +272,3 @@ def build_layer(layer, input_shape, *, backend, dtype, rng):
 
 def _as_list(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-class NestedListParams:
-    """Nested ``<list>__<i>__<param>`` parameters for list-of-layers parameters.
-
-    ``GridSearchCV`` can then search the entries of a ``layers`` list (of an
-    estimator or of a container layer), at any depth:
-    ``layers__0__layers__1__filters``. Objects in the list are never modified:
-    setting a nested parameter replaces the entry with a modified clone.
-    List it first in the bases; ``_list_params`` names the list parameters.
-    """
-
-    _list_params = ("layers",)
-
-    def get_params(self, deep=True):
-        params = super().get_params(deep=deep)  # other nested objects (a loss)
-        if deep:
-            for name in self._list_params:
-                items = params.get(name)
-                if not isinstance(items, (list, tuple)):
-                    continue
-                for i, item in enumerate(items):
-                    params[f"{name}__{i}"] = item
-                    if isinstance(item, Layer):
-                        for key, value in item.get_params(deep=True).items():
-                            params[f"{name}__{i}__{key}"] = value
-        return params
-
-    def set_params(self, **params):
-        nested = {}
-        for name in self._list_params:
-            nested[name] = {k: params.pop(k) for k in list(params) if k.startswith(name + "__")}
-        super().set_params(**params)
-        for name, values in nested.items():
-            if values:
-                setattr(self, name, _set_in_list(self, name, values))
-        return self
-
-
-def _set_in_list(owner, name, values):
-    items = getattr(owner, name)
-    if not isinstance(items, (list, tuple)):
-        raise ValueError(
-            f"Cannot set {sorted(values)}: this {type(owner).__name__} has no `{name}` list."
-        )
-    items, copied = list(items), set()
-    for key, value in values.items():
-        _, index, *rest = key.split("__", 2)
-        if not index.isdigit() or int(index) >= len(items):
-            raise ValueError(f"Invalid parameter {key!r}: `{name}` has {len(items)} entries.")
-        i = int(index)
-        if not rest:
-            items[i], copied = value, copied | {i}
-            continue
-        if i not in copied:  # never modify the caller's layer objects
-            items[i], copied = clone(items[i]), copied | {i}
-        items[i].set_params(**{rest[0]: value})
-    return items

@@ -25,9 +25,10 @@ import numpy as np
 from sklearn.base import clone
 
 from sknet.backend._base import conv_outsize
-from sknet.layers._base import Layer, NestedListParams, build_layer
+from sknet.layers._base import Layer, build_layer
 from sknet.layers._conv import Conv2D
 from sknet.layers._dense import Dense
+from sknet.layers._params import NestedListParams
 
 _FLAGS_DOC = """\
     trainable : bool or None, default=None

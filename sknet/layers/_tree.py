@@ -17,6 +17,7 @@ the flags of the estimator's ``layers`` onto the built tree, and how
 from numbers import Real
 
 import numpy as np
+from sklearn.base import clone
 
 
 def walk(layers, path=()):
@@ -116,3 +117,67 @@ def check_flags(layers):
             or not lr_scale > 0
         ):
             raise ValueError(f"{where}: lr_scale must be a positive number, got {lr_scale!r}")
+
+
+def _as_list(value):
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class TreeNode:
+    """A layer as a node of the tree: its sublayers and what they were built from.
+
+    A mixin of :class:`~sknet.layers.Layer` (the methods are documented there).
+    """
+
+    def sublayers(self):
+        """The built layers inside this one, in order; ``[]`` for a leaf.
+
+        By default, the built layers held in attributes named after a
+        constructor parameter plus an underscore (``block_`` built from
+        ``block``): what a container makes of the layers it is given. The
+        training plan, freezing, reseeding and transfer walk them
+        (:mod:`sknet.layers._tree`).
+        """
+        return [layer for _, layers in self._built_sublayers() for layer in layers]
+
+    def chains(self):
+        """The paths an input takes through :meth:`sublayers`, for the training plan.
+
+        Each path is a list of sublayers that runs first to last on this
+        layer's input (a sequence of blocks, a residual block and its
+        shortcut, the branches of a concatenation): the plan lets backward
+        stop at the lowest trainable layer of a path. ``None`` (the default):
+        unknown, and every layer inside computes the gradient of its input.
+        """
+        return None
+
+    def source_layers(self):
+        """The unbuilt layers :meth:`sublayers` were built from, in the same order."""
+        return [
+            layer
+            for name, built in self._built_sublayers()
+            for layer in _as_list(getattr(self, name[:-1]))[: len(built)]
+        ]
+
+    def _built_sublayers(self):
+        """``(attribute, [built layers])`` for each parameter ``p`` with a built ``p_``."""
+        found = []
+        for name in self._get_param_names():
+            built = self.__dict__.get(name + "_")
+            if (
+                built is not None
+                and _as_list(built)
+                and all(isinstance(layer, TreeNode) for layer in _as_list(built))
+            ):
+                found.append((name + "_", _as_list(built)))
+        return found
+
+    def _copy_with(self, layers):
+        """An unbuilt copy of this layer whose sublayers are ``layers`` (``from_estimator``)."""
+        copy, start, changes = clone(self), 0, {}
+        for name, built in self._built_sublayers():
+            part = layers[start : start + len(built)]
+            source = getattr(self, name[:-1])
+            changes[name[:-1]] = list(part) if isinstance(source, (list, tuple)) else part[0]
+            start += len(built)
+        return copy.set_params(**changes)
