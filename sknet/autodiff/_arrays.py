@@ -3,14 +3,20 @@
 import numpy as np
 
 from sknet.autodiff._elementwise import _xp, multiply, subtract
-from sknet.autodiff._variable import Variable, record, unbroadcast, value
+from sknet.autodiff._variable import Variable, is_sparse, record, unbroadcast, value
 
 
 # -- matrix product --------------------------------------------------------------
 def matmul(a, b):
-    """``a @ b`` with NumPy's rules (1-D operands, stacks of matrices broadcast)."""
+    """``a @ b`` with NumPy's rules (1-D operands, stacks of matrices broadcast).
+
+    A sparse matrix on the left (a first layer's sparse input) is data: the
+    gradient goes to ``b`` only.
+    """
     da, db = value(a), value(b)
     y = da @ db
+    if is_sparse(da):
+        return record(y, (a, b), lambda g, needs: (None, da.T @ g if needs[1] else None))
 
     def vjp(g, needs):
         # A 1-D operand is a matrix of one row (left) or one column (right), as

@@ -7,7 +7,7 @@ no ``backward`` of its own with :func:`recorded_forward`; its inherited
 
 import functools
 
-from sknet.autodiff._variable import Variable, gradients, value
+from sknet.autodiff._variable import Variable, gradients, is_sparse, value
 from sknet.backend import get_array_module
 
 
@@ -25,12 +25,15 @@ def recorded_forward(forward):
         if not training or layer.__dict__.get("_recording"):  # super().forward() inside
             return _checked(layer, forward(layer, X, training=training, **kwargs), X)
         inputs = None if layer.skip_input_grad else Variable(X)
+        given = X if inputs is None else inputs
+        if is_sparse(X):  # data, not differentiated: recorded so that `X @ W` dispatches here
+            given = Variable(X)
         leaves = {k: Variable(v) for k, v in layer.params.items()} if layer.trainable else {}
         params = layer.params
         layer.params = {**params, **leaves}
         layer._recording = True
         try:
-            Y = forward(layer, X if inputs is None else inputs, training=True, **kwargs)
+            Y = forward(layer, given, training=True, **kwargs)
         finally:
             layer.params = params
             del layer._recording

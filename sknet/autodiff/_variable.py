@@ -94,6 +94,11 @@ def is_variable(x):
     return type(x) is Variable
 
 
+def is_sparse(x):
+    """Whether ``x`` is a SciPy or CuPy sparse matrix."""
+    return type(x).__module__.startswith(("scipy.sparse", "cupyx.scipy.sparse"))
+
+
 def value(x):
     """The array inside a :class:`Variable` (``x`` itself for anything else)."""
     return x.data if type(x) is Variable else x
