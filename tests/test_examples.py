@@ -68,7 +68,7 @@ def test_transfer_learning_on_digits(tmp_path):
 
 
 def test_convnet_cifar_on_small_fake_batches(tmp_path):
-    from tests.test_datasets import write_cifar
+    from tests.datasets.test_cifar import write_cifar
 
     write_cifar(tmp_path, n=100)  # the real format, 100 images a batch
     out = run_example("convnet_cifar.py", str(tmp_path), "1", "300")
