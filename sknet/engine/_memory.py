@@ -10,22 +10,30 @@ measured: a copy of the network runs forward and backward on two small
 batches on the host under :mod:`tracemalloc`, and the growth per row is
 carried to the batch size. That holds for any layer, a user's too.
 
-:mod:`~sknet.engine._placement` plans with the same numbers where ``fit``
-and ``partial_fit`` keep their data.
+One computation serves both: :func:`fit_sizes` turns a fit's network,
+optimizer and data into :class:`FitSizes`, and :meth:`FitSizes.estimate`
+into a :class:`MemoryEstimate`. :func:`estimate_memory` calls it on the
+estimator's clone and a description of the data;
+:mod:`~sknet.engine._placement` calls it on the fit's own network and data
+when it decides where ``fit`` and ``partial_fit`` keep their data, so a
+``max_device_memory`` of at least the estimate's ``total`` keeps the data on
+the device.
 """
 
 import contextlib
 import copy
+import gc
+import math
 import re
 import tracemalloc
 from collections.abc import Mapping
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _num_samples
+from sklearn.utils.validation import _num_samples, check_consistent_length
 
 from sknet.backend import Backend, get_backend
 from sknet.engine._optimizers import make_optimizer
@@ -34,32 +42,74 @@ from sknet.engine._trainer import Trainer, resolve_batch_size
 #: The parts of an estimate, in the order they are shown.
 PARTS = ("data", "parameters", "gradients", "optimizer_state", "activations", "workspace")
 
-# Rows of the two probe batches (fewer when the data have fewer rows).
+#: Rows of the two probe batches (fewer when the fit has fewer training rows).
 PROBE_ROWS = (16, 48)
-_UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+#: Share of the measured parts (activations and workspace) that a fit keeps
+#: free beyond an estimate's total in the memory a GPU reports free
+#: (:attr:`MemoryEstimate.margin`): what the measurement on the host cannot
+#: see (the allocator's rounding, the libraries' workspaces).
+MARGIN = 0.25
+#: How much the measured parts vary from one measurement to the next (the
+#: kernels' caches, SciPy's sparse products): a share of activations and
+#: workspace, and bytes (:attr:`MemoryEstimate.tolerance`). A fit's own
+#: estimate may exceed ``max_device_memory`` by this much and keep the data on
+#: the device, so that a limit of what :func:`estimate_memory` said does.
+TOLERANCE = (0.01, 4096)
+_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_BYTES = re.compile(
+    r"\s*(?P<number>[-+]?(?:[0-9.]*[0-9][0-9.]*(?:e[-+]?[0-9]+)?|nan|inf(?:inity)?))"
+    r"\s*(?:(?P<unit>[kmgt])(?P<binary>i?))?b?\s*",
+    re.IGNORECASE,
+)
 
 
 # -- bytes as people write them ------------------------------------------------------
 def parse_bytes(value, name="max_device_memory"):
-    """Bytes from an int or a string such as ``'8GB'``, ``'512 MiB'`` or ``'1.5e9'``."""
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        number = int(value)
-    elif isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([kmgtKMGT]?)(i?)[bB]?\s*", value)
-        try:
-            unit, binary = match.group(2).lower(), match.group(3)
-            factor = 1024 ** "_kmgt".index(unit) if binary and unit else _UNITS[unit]
-            number = int(float(match.group(1)) * factor)
-        except (AttributeError, ValueError):
-            raise ValueError(
-                f"{name} must be a number of bytes or a string such as '8GB' or "
-                f"'512MiB', got {value!r}"
-            ) from None
-    else:
-        raise ValueError(f"{name} must be an int or a string such as '8GB', got {value!r}")
-    if number <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
+    """Bytes from an int or a string such as ``'8GB'``, ``'512 MiB'`` or ``'1.5e9'``.
+
+    ``k``, ``M``, ``G`` and ``T`` are powers of 1000, ``Ki``, ``Mi``, ``Gi``
+    and ``Ti`` powers of 1024; the ``B`` is optional. Fractions of a byte are
+    dropped.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is neither an int nor a string.
+    ValueError
+        If the string is not a number of bytes, is not finite, or the value
+        is less than one byte.
+
+    Examples
+    --------
+    >>> parse_bytes("512 MiB"), parse_bytes("1.5e3"), parse_bytes(" 8 GB ")
+    (536870912, 1500, 8000000000)
+    """
+    if isinstance(value, bool) or not isinstance(value, (Integral, str)):
+        raise TypeError(
+            f"{name} must be an int or a string such as '8GB' or '512MiB', got {value!r}"
+        )
+    number = int(value) if isinstance(value, Integral) else _bytes_in(value, name)
+    if number < 1:
+        raise ValueError(f"{name} must be at least 1 byte, got {value!r}")
     return number
+
+
+def _bytes_in(text, name):
+    """The bytes a string says, for :func:`parse_bytes` (may be below one)."""
+    match = _BYTES.fullmatch(text)
+    try:
+        amount = float(match["number"])
+    except (TypeError, ValueError):  # no match at all, or a number such as '1..2'
+        raise ValueError(
+            f"{name} must be a number of bytes or a string such as '8GB' or '512MiB', got {text!r}"
+        ) from None
+    unit = (match["unit"] or "").lower()
+    amount *= 1024 ** "_kmgt".index(unit) if match["binary"] else _UNITS[unit]
+    if math.isnan(amount):
+        raise ValueError(f"{name} must be a number of bytes, got {text!r} (not a number)")
+    if amount == math.inf:
+        raise ValueError(f"{name} is too large: {text!r} is not a finite number of bytes")
+    return -1 if amount < 1 else int(amount)
 
 
 def format_bytes(n):
@@ -72,6 +122,14 @@ def format_bytes(n):
     return f"{n:.1f} TiB"
 
 
+def limit_string(n):
+    """A ``max_device_memory`` string of at least ``n`` bytes: ``1536`` -> ``'1.5KiB'``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{math.ceil(n / size * 10) / 10:g}{unit}"
+    return f"{int(math.ceil(n))}B"
+
+
 # -- the result ------------------------------------------------------------------------
 class MemoryEstimate(Mapping):
     """Bytes a fit needs on its device, by part: a read-only mapping.
@@ -79,15 +137,26 @@ class MemoryEstimate(Mapping):
     Keys are ``'data'``, ``'parameters'``, ``'gradients'``,
     ``'optimizer_state'``, ``'activations'`` and ``'workspace'``; ``total`` is
     their sum. ``device`` and ``batch_size`` say what was estimated;
-    :meth:`batch_size_that_fits` turns a memory size into a batch size.
+    ``placement`` is ``'device'`` (the data moved there once) or
+    ``'streamed'`` (a fit's plan with the data streamed from host memory).
+
+    ``fit`` makes the same estimate on its own network and data, and keeps
+    the data on the device when its ``total`` is at most
+    ``max_device_memory`` (give or take :attr:`tolerance`, the repeatability
+    of the measurement) and, on a GPU, ``total + margin`` is at most the
+    memory free there: :attr:`margin` is a quarter of the activations and
+    workspace, for what the measurement on the host cannot see; it is not
+    counted against ``max_device_memory``. So ``max_device_memory=total``
+    keeps the data on the device. :meth:`batch_size_that_fits` turns a
+    memory size into a batch size.
     """
 
-    def __init__(self, parts, *, device, batch_size, per_row, placement="device"):
+    def __init__(self, parts, *, device, batch_size, placement="device", sizes=None):
         self._parts = {name: int(parts[name]) for name in PARTS}
         self.device = device
         self.batch_size = int(batch_size)
         self.placement = placement
-        self._per_row = float(per_row)  # activations + workspace per batch row
+        self._sizes = sizes  # FitSizes: the same estimate at other batch sizes
 
     def __getitem__(self, key):
         return self._parts[key]
@@ -103,12 +172,47 @@ class MemoryEstimate(Mapping):
         """The sum of the parts, in bytes."""
         return sum(self._parts.values())
 
+    @property
+    def margin(self):
+        """Bytes kept free beyond ``total`` on a GPU: :data:`MARGIN` of activations + workspace."""
+        return int(MARGIN * (self["activations"] + self["workspace"]))
+
+    @property
+    def tolerance(self):
+        """Bytes the measurement varies by: 1% of activations + workspace, and 4 KiB."""
+        share, fixed = TOLERANCE
+        return int(share * (self["activations"] + self["workspace"])) + fixed
+
+    def at_batch_size(self, batch_size, *, last=None):
+        """The same estimate for another ``batch_size`` (the data placed the same way).
+
+        ``last``: rows of the epoch's last batch (default: what is left of
+        the training rows by full batches).
+        """
+        if self._sizes is None:
+            raise ValueError("This MemoryEstimate was not made by estimate_memory")
+        if not isinstance(batch_size, Integral) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        streamed = self["data"] if self.placement == "streamed" else None
+        return self._sizes.estimate(batch_size, streamed_data=streamed, last=last)
+
     def batch_size_that_fits(self, available):
-        """The largest batch size whose fit needs at most ``available`` bytes (0: none)."""
-        if self._per_row <= 0:
+        """The largest batch size whose fit needs at most ``available`` bytes (0: none).
+
+        At most the number of training rows, the largest batch a fit takes.
+        """
+        if self._sizes is None:  # nothing to recompute with
             return self.batch_size if self.total <= available else 0
-        fixed = self.total - self._per_row * self.batch_size
-        return max(int((available - fixed) // self._per_row), 0)
+
+        def fits(batch_size, last=None):
+            return self.at_batch_size(batch_size, last=last).total <= available
+
+        # Without the last batch's buffers (a smaller batch may allocate its own)
+        # the total grows with the batch size, and with a last batch of
+        # batch_size - 1 rows too: the answer lies between the two.
+        high = largest_true(lambda b: fits(b, last=0), self._sizes.n_train)
+        low = largest_true(lambda b: fits(b, last=b - 1), high)
+        return next((b for b in range(high, low, -1) if fits(b)), low)
 
     def __repr__(self):
         lines = [f"MemoryEstimate({self.device}, batch_size={self.batch_size}):"]
@@ -120,8 +224,35 @@ class MemoryEstimate(Mapping):
 
 # -- measuring a network ---------------------------------------------------------------
 @contextlib.contextmanager
+def _young_garbage_only():
+    """Let the garbage collector see only the objects made in the block.
+
+    The objects that exist already are frozen (:func:`gc.freeze`, cheap), so
+    that the collections of :func:`_traced` cost what the measurement makes,
+    not what the process holds. Where the process froze objects of its own,
+    nothing is frozen (unfreezing would release them too).
+    """
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.unfreeze()
+
+
+@contextlib.contextmanager
 def _traced():
-    """Bytes allocated in the block: ``'retained'`` at its end and the ``'peak'``."""
+    """Bytes allocated in the block: ``'retained'`` at its end and the ``'peak'``.
+
+    The garbage collector runs before the block and is held off in it, so
+    that what it frees of others' garbage does not vary the numbers; what the
+    block leaves unreachable is collected before ``'retained'`` is read.
+    """
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -131,10 +262,14 @@ def _traced():
     try:
         yield result
     finally:
-        current, peak = tracemalloc.get_traced_memory()
+        peak = tracemalloc.get_traced_memory()[1]
+        gc.collect()  # what the block left unreachable is not retained
+        current = tracemalloc.get_traced_memory()[0]
         result.update(retained=max(current - base, 0), peak=max(peak - base, 0))
         if started:
             tracemalloc.stop()
+        if collecting:
+            gc.enable()
 
 
 def _probe_backend(backend):
@@ -171,9 +306,15 @@ def _line(sizes, values):
     return max(m1 - per_row * n1, 0.0), per_row
 
 
+def probe_rows(n_train):
+    """How many rows of the training data the measurement takes (:func:`activation_profile`)."""
+    return max(min(PROBE_ROWS[1], n_train), 1)
+
+
 def activation_profile(network, loss, X, Y, backend):
     """How activations and workspace grow with the batch, measured on the host.
 
+    ``X`` and ``Y`` are the rows to measure on (:func:`probe_rows` of them).
     Returns a dict of ``(fixed, per_row)`` lines: ``'activations'`` (what a
     training pass keeps: layer caches and buffers), ``'workspace'`` (its
     temporaries beyond that), ``'resize'`` (buffers a smaller batch allocates
@@ -185,10 +326,11 @@ def activation_profile(network, loss, X, Y, backend):
     n_rows = X.shape[0]
     small, large = min(PROBE_ROWS[0], max(n_rows // 2, 1)), min(PROBE_ROWS[1], n_rows)
     sizes = (small, large)
-    _run_probe(network, loss, X, Y, [small], probe, True)  # compiles, fills caches
-    (kept1, peak1), *_ = _run_probe(network, loss, X, Y, [small], probe, True)
-    (kept2, peak2), (_, peak3) = _run_probe(network, loss, X, Y, [large, small], probe, True)
-    infer = [_run_probe(network, loss, X, Y, [n], probe, False)[0] for n in sizes]
+    with _young_garbage_only():
+        _run_probe(network, loss, X, Y, [large, small], probe, True)  # compiles, fills caches
+        (kept1, peak1), *_ = _run_probe(network, loss, X, Y, [small], probe, True)
+        (kept2, peak2), (_, peak3) = _run_probe(network, loss, X, Y, [large, small], probe, True)
+        infer = [_run_probe(network, loss, X, Y, [n], probe, False)[0] for n in sizes]
     resized = max(peak3 - (peak1 - kept1), 0) if large > small else 0
     return {
         "activations": _line(sizes, [kept1, kept2]),
@@ -196,6 +338,19 @@ def activation_profile(network, loss, X, Y, backend):
         "resize": (0.0, resized / small),
         "evaluation": _line(sizes, [peak for _, peak in infer]),
     }
+
+
+def largest_true(predicate, high):
+    """The largest ``n`` in ``1..high`` with ``predicate(n)`` (0: none), for a
+    predicate that holds up to some ``n`` and not beyond."""
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if predicate(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def at_rows(line, rows):
@@ -245,18 +400,28 @@ def _copied(a, dtype, backend):
     return backend.separate_memory or a.dtype != np.dtype(dtype)
 
 
+def order_bytes(backend, n_train):
+    """Bytes of the epoch's row order (and, on the host, its shuffled copy)."""
+    return n_train * 8 * (1 if backend.separate_memory else 2)
+
+
+def validation_bytes(backend, dtype, validation, split):
+    """Bytes the validation set adds: ``(host copies of a split, copies on the device)``."""
+    if validation is None:
+        return 0, 0
+    host = 0 if backend.separate_memory or not split else 1  # X[val_rows] on the host
+    arrays = [a for a in validation if a is not None]
+    return (
+        host * sum(array_bytes(a, dtype) for a in arrays),
+        sum(array_bytes(a, dtype) for a in arrays if _copied(a, dtype, backend)),
+    )
+
+
 def data_bytes(backend, dtype, X, Y, w, n_train, validation=None, split=False):
     """Bytes of the training (and validation) data a fit puts on the device."""
     total = sum(array_bytes(a, dtype) for a in (X, Y, w) if _copied(a, dtype, backend))
-    total += n_train * 8 * (1 if backend.separate_memory else 2)  # the epoch's row order
-    if validation is not None:
-        X_val, Y_val, w_val = validation
-        host_copies = 0 if backend.separate_memory or not split else 1  # X[val_rows]
-        total += sum(
-            array_bytes(a, dtype) * (host_copies + _copied(a, dtype, backend))
-            for a in (X_val, Y_val, w_val)
-        )
-    return total
+    total += order_bytes(backend, n_train)
+    return total + sum(validation_bytes(backend, dtype, validation, split))
 
 
 def row_bytes(dtype, X, Y, w):
@@ -265,17 +430,131 @@ def row_bytes(dtype, X, Y, w):
     return sum(array_bytes(a, dtype) for a in (X, Y, w) if a is not None) / n
 
 
+# -- one computation for the estimate and the planner ------------------------------------
+class FitSizes:
+    """The numbers of a fit's memory, for any batch size (no arrays kept).
+
+    Made by :func:`fit_sizes`. ``model``: the bytes of parameters,
+    gradients and optimizer state; ``data``: of the data moved to the
+    device once; ``order``: of the epoch's row order; ``profile``: the
+    measured lines of :func:`activation_profile`; ``row``: bytes of one
+    training row (``X``, ``Y``, ``w``) on the device; ``n_train``; and of
+    the validation set (None without one): ``val_host`` (host copies of a
+    split), ``val_device`` (its copies on the device), ``val_row`` (bytes of
+    one of its rows on the device) and ``eval_chunk`` (rows per evaluation
+    chunk).
+    """
+
+    def __init__(self, *, device, separate_memory, model, data, order, profile, row, n_train):
+        self.device, self.separate_memory = device, separate_memory
+        self.model, self.data, self.order = model, data, order
+        self.profile, self.row, self.n_train = profile, row, n_train
+        self.val_host = self.val_device = self.val_row = 0
+        self.eval_chunk = None
+
+    def estimate(self, batch_size, *, streamed_data=None, last=None):
+        """The :class:`MemoryEstimate` of a fit with batches of ``batch_size`` rows.
+
+        With ``streamed_data`` (bytes of the chunk buffers and the validation
+        set), the data are streamed: no gathered batch among the activations.
+        ``last``: rows of the epoch's last, smaller batch (default: the rest
+        of the training rows).
+        """
+        batch, profile = int(batch_size), self.profile
+        last = self.n_train % batch if last is None else last
+        parts = dict(self.model)
+        parts["data"] = self.data if streamed_data is None else streamed_data
+        parts["activations"] = at_rows(profile["activations"], batch)
+        parts["activations"] += at_rows(profile["resize"], last)  # the last batch's buffers
+        if streamed_data is None:
+            parts["activations"] += self.row * batch  # the batch gathered from the data
+        parts["workspace"] = at_rows(profile["workspace"], batch)
+        if self.eval_chunk is not None:
+            evaluation = at_rows(profile["evaluation"], self.eval_chunk)
+            parts["workspace"] = max(parts["workspace"], evaluation)
+        return MemoryEstimate(
+            parts,
+            device=self.device,
+            batch_size=batch,
+            placement="device" if streamed_data is None else "streamed",
+            sizes=self,
+        )
+
+
+def fit_sizes(backend, trainer, optimizer, data, validation, *, n_train, keeps_best, split, probe):
+    """The :class:`FitSizes` of a fit: shared by :func:`estimate_memory` and the planner.
+
+    ``data`` is ``(X, Y, w)`` as the fit holds them (or :class:`DataShape`
+    stand-ins), ``validation`` likewise or None, ``split`` whether the
+    validation set is a split of ``X`` (early stopping: then its rows are
+    counted in proportion to ``X``'s, as :func:`estimate_memory` counts
+    them), ``probe`` the rows ``(X, Y)`` to measure on (the first
+    :func:`probe_rows` of the data).
+    """
+    X, Y, w = data
+    dtype = trainer.network.dtype
+    if split:  # which rows were drawn does not count (sparse rows differ in size)
+        n_val = validation[0].shape[0]
+        validation = tuple(None if a is None else _described(a).rows(n_val) for a in data)
+    sizes = FitSizes(
+        device=backend.name,
+        separate_memory=backend.separate_memory,
+        model=model_bytes(trainer, optimizer, keeps_best=keeps_best, lbfgs=optimizer is None),
+        data=data_bytes(backend, dtype, X, Y, w, n_train, validation, split),
+        order=order_bytes(backend, n_train),
+        profile=activation_profile(trainer.network, trainer.loss, *probe, backend),
+        row=row_bytes(dtype, X, Y, w),
+        n_train=n_train,
+    )
+    if validation is not None:
+        sizes.val_host, sizes.val_device = validation_bytes(backend, dtype, validation, split)
+        sizes.val_row = row_bytes(dtype, *validation)
+        sizes.eval_chunk = min(trainer.network.predict_chunk_rows(), validation[0].shape[0])
+    return sizes
+
+
 # -- estimate_memory ------------------------------------------------------------------
-def _probe_rows(X, y, n_rows):
-    """Rows of ``X``/``y`` for the probe; every class of a 1-D ``y`` among them."""
+#: What estimate_memory calls on an estimator: sknet's estimators have them all.
+_ESTIMATOR_METHODS = (
+    "get_params",
+    "_validate_params",
+    "_check_params",
+    "_validate_input",
+    "_initialize",
+)
+
+
+def _check_estimator(estimator):
+    """A TypeError unless ``estimator`` is an sknet estimator (an instance)."""
+    if isinstance(estimator, type):
+        got = f"the class {estimator.__module__}.{estimator.__qualname__}, not an instance"
+    elif not all(callable(getattr(estimator, name, None)) for name in _ESTIMATOR_METHODS):
+        got = f"{type(estimator).__module__}.{type(estimator).__qualname__}"
+    else:
+        return
+    raise TypeError(
+        "estimate_memory takes an sknet estimator such as sknet.MLPClassifier, "
+        f"sknet.ConvNetRegressor or sknet.NeuralNetClassifier, got {got}"
+    )
+
+
+def _probe_sample(X, y, n_rows, classifier):
+    """Rows of ``X``/``y`` to validate: the first ones and, for a classifier, one per class.
+
+    The classes come from all of ``y``, so that the output layer has its width
+    however the rows are sorted.
+    """
     take = np.arange(min(n_rows, PROBE_ROWS[1]))
-    if y is not None:
-        y_arr = np.asarray(y)
-        if y_arr.ndim == 1 and y_arr.dtype.kind not in "fc":
-            _, first = np.unique(y_arr, return_index=True)
-            take = np.union1d(take, first)
-    rows = X[take] if hasattr(X, "shape") and not hasattr(X, "iloc") else _rows(X, take)
-    return rows, None if y is None else _rows(y, take)
+    if classifier:
+        labels = np.asarray(y)
+        if labels.ndim == 2 and labels.shape[1] == 1:
+            labels = labels[:, 0]
+        if labels.ndim == 1:
+            _, first = np.unique(labels, return_index=True)
+            take = np.concatenate([take, np.setdiff1d(first, take)])
+    if sp.issparse(X) and X.format not in ("csr", "csc"):
+        X = X.tocsr()  # as validation converts it
+    return _rows(X, take), _rows(y, take)
 
 
 def _rows(a, take):
@@ -288,8 +567,6 @@ def _rows(a, take):
 
 def _default_targets(estimator, n):
     """Targets standing in for ``y``: the fitted outputs, else one output (two classes)."""
-    from sklearn.base import is_classifier
-
     n_outputs = getattr(estimator, "n_outputs_", None)
     if n_outputs is not None and "network_" in estimator.__dict__:
         codes = np.arange(n) % max(n_outputs, 2)
@@ -300,6 +577,39 @@ def _default_targets(estimator, n):
     return np.arange(n) % 2 if is_classifier(estimator) else np.zeros(n)
 
 
+def _check_lengths(X, y, sample_weight, X_val, y_val):
+    """scikit-learn's errors for rows that do not match, before any work."""
+    check_consistent_length(X, y)
+    if sample_weight is not None and not isinstance(sample_weight, Real):
+        if np.ndim(sample_weight) != 1:
+            raise ValueError(
+                "sample_weight must be a 1D array or a scalar, got an array of shape "
+                f"{np.shape(sample_weight)}"
+            )
+        check_consistent_length(X, sample_weight)
+    if (X_val is None) != (y_val is None):
+        raise ValueError(
+            "X_val and y_val must be given together, got only "
+            + ("y_val" if X_val is None else "X_val")
+        )
+    if X_val is not None:
+        check_consistent_length(X_val, y_val)
+
+
+def _weights(estimator, sample_weight, n_rows, X_dtype):
+    """A stand-in for the fit's sample weights (None when it has none)."""
+    class_weight = getattr(estimator, "class_weight", None)
+    if sample_weight is None and class_weight is None:
+        return None
+    dtype = object  # made by the fit (class weights, a conversion): a copy
+    if class_weight is None and isinstance(sample_weight, Real):
+        dtype = X_dtype  # np.full(n_samples, sample_weight, X.dtype)
+    elif class_weight is None and isinstance(sample_weight, np.ndarray):
+        if sample_weight.dtype in (np.float32, np.float64):
+            dtype = sample_weight.dtype  # used as it is
+    return DataShape((n_rows,), dtype)
+
+
 def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_val=None):
     """Bytes a fit of ``estimator`` on ``X`` would need on its device, by part.
 
@@ -307,13 +617,14 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     ----------
     estimator : sknet estimator
         Fitted or not; it is not modified (a clone is built on the host).
+        Another library's estimator is a TypeError.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         The training data.
-    y : array-like, default=None
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs), default=None
         The targets: they decide the width of the output layer (the number of
-        classes). Without them, a fitted estimator's outputs are assumed, else
-        one output (two classes).
-    sample_weight : array-like of shape (n_samples,), default=None
+        classes, found in all of ``y``). Without them, a fitted estimator's
+        outputs are assumed, else one output (two classes).
+    sample_weight : array-like of shape (n_samples,) or float, default=None
         Sample weights, if the fit will get them.
     X_val, y_val : array-like, default=None
         A validation set, if the fit will get one.
@@ -323,16 +634,36 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     estimate : MemoryEstimate
         A mapping of bytes by part (``'data'``, ``'parameters'``,
         ``'gradients'``, ``'optimizer_state'``, ``'activations'`` of the largest
-        batch, ``'workspace'``) with their ``total``.
+        batch, ``'workspace'``) with their ``total`` and the ``margin`` a fit
+        keeps free beyond it on a GPU.
+
+    Raises
+    ------
+    TypeError
+        If ``estimator`` is not an sknet estimator.
+    ValueError
+        If ``X``, ``y``, ``sample_weight`` (or ``X_val`` and ``y_val``) have
+        different numbers of rows, or the data are not valid for the
+        estimator (scikit-learn's messages).
 
     Notes
     -----
     Parameters, gradients and optimizer state are counted on a network built
     on the host; activations and workspace are measured there, on two small
     batches, and carried to the batch size (for a GPU fit, on the NumPy copy
-    of the code CuPy runs). On the CPU, data the fit uses in place (already of
-    its dtype) count nothing. ``fit`` plans with the same numbers when it
-    decides whether the data stream from host memory (``max_device_memory``).
+    of the code CuPy runs). On the CPU, data the fit uses in place (arrays
+    already of its dtype) count nothing; data that validation converts
+    (lists, data frames, integers) count as the copy it makes.
+
+    ``fit`` and ``partial_fit`` make the same computation on their own
+    network and data when they decide whether the data stay on the device
+    or stream from host memory: with ``max_device_memory`` at least
+    ``total``, they stay on the device (measurements repeat within
+    ``estimate.tolerance``: 1% of the activations and workspace, and 4 KiB;
+    a fit's own estimate may exceed the limit by that much). On a GPU, the
+    memory free there must also hold ``total + margin``, where ``margin`` is
+    a quarter of the activations and workspace (what the measurement on the
+    host cannot see).
 
     Examples
     --------
@@ -348,15 +679,19 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     True
     >>> estimate.total == sum(estimate.values())
     True
+    >>> clf.set_params(max_device_memory=estimate.total).fit(X, y).data_placement_
+    'device'
     """
+    _check_estimator(estimator)
     n_rows = _num_samples(X)
     if y is None:
         y = _default_targets(estimator, n_rows)
+    _check_lengths(X, y, sample_weight, X_val, y_val)
     probe = clone(estimator)
     probe._validate_params()
     probe._check_params()
     backend = get_backend(probe.device)
-    X_rows, y_rows = _probe_rows(X, y, n_rows)
+    X_rows, y_rows = _probe_sample(X, y, n_rows, is_classifier(probe))
     X_rows, Y_rows = probe._validate_input(X_rows, y_rows, incremental=False, reset=True)
     probe._initialize(X_rows.shape[1], Y_rows.shape[1], get_backend("cpu"), check_random_state(0))
     trainer = Trainer(probe.network_, probe._loss, alpha=probe.alpha)
@@ -365,44 +700,67 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     validation = None
     if X_val is not None:
         validation = probe._validate_input(X_val, y_val, incremental=True, reset=False) + (None,)
-    split = probe.early_stopping and validation is None
-    n_train = n_rows - (int(np.ceil(probe.validation_fraction * n_rows)) if split else 0)
+    keeps_best = probe.early_stopping and not lbfgs  # L-BFGS has no early stopping
+    split = keeps_best and validation is None
+    n_val = int(np.ceil(probe.validation_fraction * n_rows)) if split else 0
+    n_train = n_rows - n_val
     batch_size = n_train if lbfgs else resolve_batch_size(probe.batch_size, n_train)
-    X_all = _Shape(X, n_rows, X_rows)
-    Y_all = _Shape(None, n_rows, Y_rows)
-    w_all = None if sample_weight is None else np.broadcast_to(np.float64(0), (n_rows,))
+    data = (
+        DataShape.of(X, n_rows, X_rows),
+        DataShape.of(y, n_rows, Y_rows),
+        _weights(probe, sample_weight, n_rows, X_rows.dtype),
+    )
     if split:
-        validation = tuple(None if a is None else a.rows(n_rows - n_train) for a in (X_all, Y_all))
-        validation += (None,)
-    return assemble_estimate(
+        validation = tuple(None if a is None else a.rows(n_val) for a in data)
+    sizes = fit_sizes(
         backend,
         trainer,
         optimizer,
-        (X_all, Y_all, w_all),
+        data,
         validation,
-        batch_size=batch_size,
         n_train=n_train,
-        keeps_best=probe.early_stopping,
+        keeps_best=keeps_best,
         split=split,
-        profile=activation_profile(trainer.network, probe._loss, X_rows, Y_rows, backend),
+        probe=(X_rows[: probe_rows(n_train)], Y_rows[: probe_rows(n_train)]),
     )
+    return sizes.estimate(batch_size)
 
 
-class _Shape:
-    """What the parts need of a data array without reading it all: shape, dtype, nnz.
+def _described(a):
+    return a if isinstance(a, DataShape) else DataShape.of_array(a)
 
-    ``source`` is the user's array (None for encoded targets); ``validated``
-    some of its rows as the estimator validated them.
-    """
 
-    def __init__(self, source, n_rows, validated):
-        self.shape = (n_rows,) + validated.shape[1:]
-        given = isinstance(source, np.ndarray) or sp.issparse(source)
-        # Arrays validation converts (lists, frames, targets) count as copies.
-        self.dtype = np.dtype(source.dtype) if given else np.dtype(object)
+class DataShape:
+    """What the parts need of a data array without reading it all: shape, dtype, nnz."""
+
+    def __init__(self, shape, dtype, sparse=None):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        if sparse is not None:  # nnz, and index arrays of the right itemsizes
+            self.nnz, self.indices, self.indptr = sparse
+
+    @classmethod
+    def of_array(cls, a):
+        """The shape, dtype (and nnz) of an array the fit holds."""
+        sparse = (a.nnz, a.indices, a.indptr) if sp.issparse(a) else None
+        return cls(a.shape, a.dtype, sparse)
+
+    @classmethod
+    def of(cls, source, n_rows, validated):
+        """``source`` (the user's array) as ``validated`` shows some of its rows.
+
+        The dtype is the validated one when validation uses ``source`` as it
+        is, else ``object``: validation made a copy, which counts.
+        """
+        if sp.issparse(source):
+            as_is = source.format == validated.format and source.dtype == validated.dtype
+        else:
+            as_is = isinstance(source, np.ndarray) and source.dtype == validated.dtype
+        sparse = None
         if sp.issparse(validated):
-            self.nnz = int(getattr(source, "nnz", validated.nnz * n_rows / validated.shape[0]))
-            self.indices, self.indptr = validated.indices, validated.indptr
+            nnz = int(getattr(source, "nnz", validated.nnz * n_rows / validated.shape[0]))
+            sparse = nnz, validated.indices, validated.indptr
+        dtype = validated.dtype if as_is else object
+        return cls((n_rows,) + validated.shape[1:], dtype, sparse)
 
     def rows(self, n):
         """The same for the first ``n`` rows."""
@@ -411,25 +769,3 @@ class _Shape:
         if hasattr(self, "nnz"):
             other.nnz = int(self.nnz * n / max(self.shape[0], 1))
         return other
-
-
-def assemble_estimate(backend, trainer, optimizer, data, validation, **kw):
-    """Assemble a :class:`MemoryEstimate` (shared by estimate_memory and the planner)."""
-    X, Y, w = data
-    dtype = trainer.network.dtype
-    batch = kw["batch_size"]
-    parts = model_bytes(trainer, optimizer, keeps_best=kw["keeps_best"], lbfgs=optimizer is None)
-    parts["data"] = data_bytes(backend, dtype, X, Y, w, kw["n_train"], validation, kw["split"])
-    profile = kw["profile"]
-    input_batch = row_bytes(dtype, X, Y, w) * batch  # the gathered batch
-    last = kw["n_train"] % batch  # a smaller last batch may reallocate buffers
-    parts["activations"] = at_rows(profile["activations"], batch) + input_batch
-    parts["activations"] += at_rows(profile["resize"], last)
-    parts["workspace"] = at_rows(profile["workspace"], batch)
-    if validation is not None:
-        chunk = min(trainer.network.predict_chunk_rows(), validation[0].shape[0])
-        parts["workspace"] = max(parts["workspace"], at_rows(profile["evaluation"], chunk))
-    per_row = profile["activations"][1] + profile["workspace"][1] + input_batch / batch
-    estimate = MemoryEstimate(parts, device=backend.name, batch_size=batch, per_row=per_row)
-    estimate._profile = profile
-    return estimate

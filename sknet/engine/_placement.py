@@ -1,36 +1,39 @@
 """Where a fit's training data go: on the device once, or streamed from the host.
 
 :func:`plan_placement` makes the decision ``fit`` and ``partial_fit`` act on,
-with the numbers of :mod:`~sknet.engine._memory`: the data stay on the device
-when everything fits in the memory that is free there (or in
-``max_device_memory``), else they stay on the host and are streamed in chunks
-of many batches (:class:`~sknet.backend.RowStream`). The error messages of a
-fit that does not fit are written here too.
+with the computation of :func:`~sknet.engine._memory.estimate_memory`
+(:func:`~sknet.engine._memory.fit_sizes` on the fit's own network and data):
+the data stay on the device when the estimate's ``total`` fits in
+``max_device_memory`` (give or take its ``tolerance``) and, on a GPU,
+``total`` plus its ``margin`` fits in the memory free there
+(:class:`DeviceRoom`); else they
+stay on the host and are streamed in chunks of many batches
+(:class:`~sknet.backend.RowStream`). The error messages of a fit that does
+not fit are written here too: they say what would (a batch size,
+``max_device_memory``, ``device='cpu'``).
 """
 
 from dataclasses import dataclass
 
 from sknet.engine._memory import (
-    PROBE_ROWS,
+    MARGIN,
     MemoryEstimate,
-    activation_profile,
-    array_bytes,
-    assemble_estimate,
     at_rows,
     data_bytes,
     estimate_memory,
+    fit_sizes,
     format_bytes,
+    largest_true,
+    limit_string,
     model_bytes,
     parse_bytes,
-    row_bytes,
+    probe_rows,
 )
 from sknet.engine._types import BackendData, NoRoomForBatch, StreamedData
 
 # One chunk buffer holds at most this many bytes: the first chunk of an epoch is
 # copied before any computation can hide it, so chunks stay moderate.
 _MAX_CHUNK_BYTES = 256 << 20
-# Share of the measured activations and workspace kept free beyond the estimate.
-_MARGIN = 0.25
 
 
 @dataclass
@@ -41,8 +44,9 @@ class Placement:
     batch size); ``validation_on_device`` says whether the validation set
     was moved there once (else it is moved chunk by chunk at every epoch),
     evaluated in chunks of ``validation_chunk_rows``. ``estimate`` (None when
-    nothing was measured), ``capacity`` and ``needed`` are the numbers the
-    decision was made on.
+    nothing was measured; for streamed data, the plan's own parts),
+    ``capacity`` (the bytes the plan may use) and ``needed`` (the total with
+    all the data on the device) are the numbers the decision was made on.
     """
 
     kind: str
@@ -69,19 +73,70 @@ class Placement:
         )
 
 
-def device_capacity(est, backend, allocated=0):
-    """Bytes the fit may use on the device: ``max_device_memory``, and what is free there.
+@dataclass(frozen=True)
+class DeviceRoom:
+    """The device memory a fit may use: ``limit`` (``max_device_memory``) and ``free``.
 
-    ``allocated`` bytes (the model, already on the device) count as usable.
-    None: no limit (the CPU without ``max_device_memory``).
+    ``free`` is what a GPU has free (with what the fit already holds there),
+    None on the CPU; both None: no bound. The data fit on the device when
+    the estimate's ``total <= limit + tolerance`` and ``total + margin <=
+    free``: the margin (:attr:`MemoryEstimate.margin`) is kept free on a GPU,
+    never counted against ``max_device_memory``; the tolerance
+    (:attr:`MemoryEstimate.tolerance`) is what the measurement varies by, so
+    that a limit of what :func:`~sknet.engine._memory.estimate_memory` said
+    keeps the data there. A streamed plan keeps within ``limit`` itself.
+    """
+
+    limit: int | None
+    free: int | None
+    given: object = None  # max_device_memory as the user wrote it
+
+    @property
+    def bounded(self):
+        return self.limit is not None or self.free is not None
+
+    def room(self, margin):
+        """Bytes a plan with this margin may use (None: no bound)."""
+        rooms = [self.limit, None if self.free is None else self.free - margin]
+        rooms = [r for r in rooms if r is not None]
+        return min(rooms) if rooms else None
+
+    def fits(self, estimate):
+        """Whether the data of ``estimate`` (on the device) fit."""
+        if self.limit is not None and estimate.total > self.limit + estimate.tolerance:
+            return False
+        return self.free is None or estimate.total + estimate.margin <= self.free
+
+    def describe(self, backend_name):
+        """``"max_device_memory='2MiB' allows 2.0 MiB"``, and what is free on a GPU."""
+        said = []
+        if self.limit is not None:
+            said.append(f"max_device_memory={self.given!r} allows {format_bytes(self.limit)}")
+        if self.free is not None:
+            said.append(
+                f"{format_bytes(self.free)} is free on {backend_name} (less a margin of "
+                f"{MARGIN:.0%} of the activations and workspace)"
+            )
+        return " and ".join(said)
+
+
+def device_room(est, backend, allocated=0):
+    """The :class:`DeviceRoom` of a fit of ``est`` on ``backend``.
+
+    ``allocated`` bytes (the model, already on the device) count as free.
     """
     limit = None if est.max_device_memory is None else parse_bytes(est.max_device_memory)
+    free = None
     if backend.separate_memory:
-        available = backend.available_memory()
-        if available is not None:
-            available += allocated
-            limit = available if limit is None else min(limit, available)
-    return limit
+        free = backend.available_memory()
+        if free is not None:
+            free += allocated
+    return DeviceRoom(limit, free, est.max_device_memory)
+
+
+def device_capacity(est, backend, allocated=0):
+    """Bytes the fit may use on the device, margin aside (None: no bound)."""
+    return device_room(est, backend, allocated).room(0)
 
 
 def backend_data(est, backend, X, Y, w):
@@ -109,105 +164,157 @@ def place_training_data(est, trainer, optimizer, data, validation, *, train_rows
     return placement, placement.training_data(est, trainer.backend, *data)
 
 
+def _sizes_of_fit(est, trainer, optimizer, data, validation, train_rows, *, lbfgs=False):
+    """:func:`~sknet.engine._memory.fit_sizes` of this fit, as estimate_memory computes them."""
+    X, Y, _ = data
+    n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
+    rows = slice(probe_rows(n_train))  # the rows estimate_memory measures on too
+    return fit_sizes(
+        trainer.backend,
+        trainer,
+        optimizer,
+        data,
+        validation,
+        n_train=n_train,
+        keeps_best=est.early_stopping and not lbfgs,
+        split=train_rows is not None,
+        probe=(X[rows], Y[rows]),
+    )
+
+
 def plan_placement(est, trainer, optimizer, data, validation, *, train_rows, batch_size):
     """Decide where a stochastic fit keeps its data (see :class:`Placement`).
 
-    The data stay on the device when the whole fit fits in
-    :func:`device_capacity`; else they are streamed from the host in chunks
-    as large as the memory left after the model, the activations and the
-    workspace (with a margin) allows, at most ``_MAX_CHUNK_BYTES`` each.
+    The data stay on the device when the fit's estimate fits in
+    :func:`device_room`; else they are streamed from the host in chunks as
+    large as the memory left after the model, the activations and the
+    workspace allows, at most ``_MAX_CHUNK_BYTES`` each. When not even one
+    batch fits, a :class:`~sknet.exceptions.DeviceMemoryError` says what
+    would.
     """
     backend, dtype = trainer.backend, trainer.network.dtype
     X, Y, w = data
     n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
     model = sum(model_bytes(trainer, optimizer, keeps_best=est.early_stopping).values())
-    capacity = device_capacity(est, backend, allocated=model)
-    if capacity is None:
+    room = device_room(est, backend, allocated=model)
+    if not room.bounded:
         return Placement("device")
-    device = _AsDevice(backend)  # data count in full, as copies on the device
-    data_total = data_bytes(device, dtype, X, Y, w, n_train, validation)
-    if est.max_device_memory is None and model + data_total <= capacity / 2:
-        return Placement("device", capacity=capacity)  # plenty of room: nothing to measure
-    rows = train_rows[: PROBE_ROWS[1]] if train_rows is not None else slice(PROBE_ROWS[1])
-    profile = activation_profile(trainer.network, trainer.loss, X[rows], Y[rows], backend)
-    estimate = assemble_estimate(
-        device,
-        trainer,
-        optimizer,
-        data,
-        validation,
-        batch_size=batch_size,
-        n_train=n_train,
-        keeps_best=est.early_stopping,
-        split=False,
-        profile=profile,
-    )
-    margin = _MARGIN * (estimate["activations"] + estimate["workspace"])
-    if estimate.total + margin <= capacity:  # the margin streaming keeps, too
-        return Placement("device", estimate=estimate, capacity=capacity)
-    return _streamed(est, backend, estimate, capacity, data, validation, batch_size, n_train)
+    if room.limit is None:
+        data_total = data_bytes(backend, dtype, X, Y, w, n_train, validation)
+        if model + data_total <= room.free / 2:  # plenty of room: nothing to measure
+            return Placement("device", capacity=room.free)
+    sizes = _sizes_of_fit(est, trainer, optimizer, data, validation, train_rows)
+    placement = _plan(sizes, batch_size, room, backend.stream_buffers)
+    if placement is None:
+        raise NoRoomForBatch(_no_room_message(sizes, batch_size, room, backend))
+    return placement
 
 
-class _AsDevice:
-    """A backend as :func:`data_bytes` sees it when every array is copied to it."""
+def _plan(sizes, batch_size, room, buffers):
+    """The :class:`Placement` of a fit with these sizes in this room, or None."""
+    estimate = sizes.estimate(batch_size)
+    if room.fits(estimate):
+        return Placement(
+            "device",
+            estimate=estimate,
+            capacity=room.room(estimate.margin),
+            needed=estimate.total,
+        )
+    return _streamed(sizes, estimate, room, buffers)
 
-    separate_memory = True
 
-    def __init__(self, backend):
-        self.name = backend.name
+def _streamed(sizes, estimate, room, buffers):
+    """The streamed :class:`Placement`, or None when not even a batch fits.
 
-
-def _streamed(est, backend, estimate, capacity, data, validation, batch_size, n_train):
-    """The streamed :class:`Placement`, or a MemoryError when not even a batch fits."""
-    dtype, profile = est._np_dtype, estimate._profile
-    row = row_bytes(dtype, *data)
-    kept = estimate["activations"] - row * batch_size  # no gathered batch when streaming
-    workspace, val_chunk = at_rows(profile["workspace"], batch_size), None
-    if validation is not None:  # chunks whose inference costs what a batch costs
+    What the plan holds on the device: the model, the activations (no
+    gathered batch: batches are slices of a chunk) and workspace of a batch,
+    ``buffers`` chunk buffers and the validation set (whole, when it takes
+    at most half of what is left and leaves room for a batch's chunk; else
+    one evaluation chunk at a time).
+    """
+    batch, n_train, profile = estimate.batch_size, sizes.n_train, sizes.profile
+    streamed = sizes.estimate(batch, streamed_data=0)
+    kept, workspace = streamed["activations"], at_rows(profile["workspace"], batch)
+    val_chunk = None
+    if sizes.eval_chunk is not None:  # chunks whose inference costs what a batch costs
         fixed, per_row = profile["evaluation"]
-        val_chunk = est.network_.predict_chunk_rows()
+        val_chunk = sizes.eval_chunk
         if per_row > 0:
             val_chunk = min(val_chunk, int((max(kept, workspace) - fixed) // per_row))
-        val_chunk = max(min(val_chunk, validation[0].shape[0]), 1)
+        val_chunk = max(val_chunk, 1)
         workspace = max(workspace, at_rows(profile["evaluation"], val_chunk))
-    model = estimate["parameters"] + estimate["gradients"] + estimate["optimizer_state"]
-    budget = capacity - model - (1 + _MARGIN) * (kept + workspace)
-    buffers, val_bytes = backend.stream_buffers, 0
-    if validation is not None:
-        val_bytes = sum(array_bytes(a, dtype) for a in validation if a is not None)
-        if val_bytes <= budget / 2:
-            budget -= val_bytes
-        else:  # streamed too, chunk by chunk
-            budget, val_bytes = budget - row * val_chunk, 0
-    chunk_rows = int(max(budget, 0) // (buffers * row))
-    chunk_rows = min(chunk_rows, int(_MAX_CHUNK_BYTES // row), n_train)
+    space = room.room(int(MARGIN * (kept + workspace)))
+    fixed_data = sizes.val_host + (0 if sizes.separate_memory else sizes.order)
+    budget = space - sum(sizes.model.values()) - kept - workspace - fixed_data
+    smallest_chunk = buffers * sizes.row * min(batch, n_train)
+    on_device, val_bytes = True, 0
+    if sizes.eval_chunk is not None:
+        on_device = sizes.val_device <= budget / 2 and budget - sizes.val_device >= smallest_chunk
+        val_bytes = sizes.val_device if on_device else sizes.val_row * val_chunk
+    chunk_rows = int(max(budget - val_bytes, 0) // (buffers * sizes.row))
+    chunk_rows = min(chunk_rows, int(_MAX_CHUNK_BYTES // sizes.row), n_train)
     if chunk_rows < n_train:
-        chunk_rows -= chunk_rows % batch_size
-    if chunk_rows < min(batch_size, n_train):
-        fits = estimate.batch_size_that_fits(capacity - estimate["data"])
-        raise NoRoomForBatch(
-            f"Not even one batch fits on {backend.name}: the model and a batch of "
-            f"{batch_size} rows need about {format_bytes(capacity - budget + row * batch_size)}, "
-            f"and {format_bytes(capacity)} is available"
-            + (f"; batch_size={fits} would fit." if fits else "; raise max_device_memory.")
-        )
-    on_device = validation is None or val_bytes > 0
-    parts = dict(estimate)
-    parts["data"] = buffers * chunk_rows * row + val_bytes
-    parts["activations"], parts["workspace"] = kept, workspace
-    streamed = MemoryEstimate(
-        parts, device=backend.name, batch_size=batch_size, per_row=estimate._per_row
+        chunk_rows -= chunk_rows % batch
+    if chunk_rows < min(batch, n_train):
+        return None
+    parts = dict(streamed)
+    parts["data"] = buffers * chunk_rows * sizes.row + val_bytes + fixed_data
+    parts["workspace"] = workspace
+    plan = MemoryEstimate(
+        parts, device=sizes.device, batch_size=batch, placement="streamed", sizes=sizes
     )
-    streamed.placement = "streamed"
     return Placement(
         "streamed",
         chunk_rows=chunk_rows,
         validation_on_device=on_device,
-        estimate=streamed,
-        capacity=capacity,
+        estimate=plan,
+        capacity=space,
         needed=estimate.total,
         validation_chunk_rows=val_chunk,
     )
+
+
+def _smallest_limit(sizes, batch_size, buffers):
+    """The smallest ``max_device_memory`` that takes this batch size with the data streamed.
+
+    None when no limit does (a row larger than a chunk may be).
+    """
+    high = sizes.estimate(batch_size).total + buffers * sizes.row * sizes.n_train
+    high += sizes.val_device + sizes.val_row * (sizes.eval_chunk or 0)
+
+    def streams(limit):
+        estimate = sizes.estimate(batch_size)
+        return _streamed(sizes, estimate, DeviceRoom(limit, None), buffers) is not None
+
+    if not streams(high):
+        return None
+    return high - largest_true(lambda cut: streams(high - cut), high - 1)
+
+
+def _no_room_message(sizes, batch_size, room, backend):
+    """What a fit whose batch does not fit needs, and what would fit."""
+    buffers = backend.stream_buffers
+    on_device = sizes.estimate(batch_size).total
+    streamed = _smallest_limit(sizes, batch_size, buffers)
+    needed = on_device if streamed is None else min(streamed, on_device)
+    message = (
+        f"Not even one batch fits on {backend.name}: with batch_size={batch_size} the "
+        f"fit needs about {format_bytes(on_device)} with the data on the device"
+        + ("" if streamed is None else f", {format_bytes(streamed)} with them streamed")
+        + f", and {room.describe(backend.name)}."
+    )
+    advice = []
+    fits = largest_true(lambda b: _plan(sizes, b, room, buffers) is not None, batch_size - 1)
+    if fits:
+        advice.append(f"batch_size={fits}")
+    unlimited = DeviceRoom(None, room.free)
+    if room.limit is not None and _plan(sizes, batch_size, unlimited, buffers) is not None:
+        advice.append(f"max_device_memory={limit_string(needed)!r} or more")
+    if backend.separate_memory:
+        advice.append("device='cpu' (host memory)")
+    elif room.limit is not None:
+        advice.append("max_device_memory=None (no limit on the CPU)")
+    return message + " Use " + ", or ".join(advice) + "."
 
 
 def out_of_memory_message(est, backend, exc, used, X, y, sample_weight):
@@ -221,7 +328,7 @@ def out_of_memory_message(est, backend, exc, used, X, y, sample_weight):
         estimate = placement.estimate if placement is not None else None
         if estimate is None:
             estimate = estimate_memory(est, X, y, sample_weight=sample_weight)
-        capacity = device_capacity(est, backend, allocated=0)
+        capacity = device_capacity(est, backend)
     except Exception:  # the message must not fail: say what is known
         return message + " Use a smaller batch_size, or device='cpu'."
     parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in estimate.items())
@@ -245,30 +352,26 @@ def out_of_memory_message(est, backend, exc, used, X, y, sample_weight):
 def check_full_batch_fits(est, trainer, data, validation):
     """A MemoryError up front when an L-BFGS fit exceeds ``max_device_memory``.
 
-    L-BFGS takes every row in one batch, so its data cannot stream.
+    L-BFGS takes every row in one batch, so its data cannot stream. The
+    estimate is :func:`~sknet.engine._memory.estimate_memory`'s, and the rule
+    the stochastic solvers' (:class:`DeviceRoom`).
     """
     if est.max_device_memory is None:
         return
-    backend, (X, Y, _) = trainer.backend, data
-    capacity = device_capacity(est, backend)
-    rows = slice(PROBE_ROWS[1])
-    estimate = assemble_estimate(
-        _AsDevice(backend),
-        trainer,
-        None,
-        data,
-        validation,
-        batch_size=X.shape[0],
-        n_train=X.shape[0],
-        keeps_best=False,
-        split=False,
-        profile=activation_profile(trainer.network, trainer.loss, X[rows], Y[rows], backend),
+    backend, (X, _, _) = trainer.backend, data
+    sizes = _sizes_of_fit(est, trainer, None, data, validation, None, lbfgs=True)
+    estimate = sizes.estimate(X.shape[0])
+    room = device_room(est, backend, allocated=sum(sizes.model.values()))
+    if room.fits(estimate):
+        return
+    advice = "Use solver='adam' or 'sgd': their data stream from host memory when they do not fit"
+    if room.free is None or estimate.total + estimate.margin <= room.free:
+        advice += f", or max_device_memory={limit_string(estimate.total)!r} or more"
+    if backend.separate_memory:
+        advice += ", or device='cpu'"
+    raise NoRoomForBatch(
+        f"solver='lbfgs' trains on all {X.shape[0]} rows at once and needs about "
+        f"{format_bytes(estimate.total)} on {backend.name}, more than the "
+        f"{format_bytes(room.room(estimate.margin))} available (max_device_memory="
+        f"{est.max_device_memory!r}). {advice}."
     )
-    if estimate.total > capacity:
-        raise NoRoomForBatch(
-            f"solver='lbfgs' trains on all {X.shape[0]} rows at once and needs about "
-            f"{format_bytes(estimate.total)} on {backend.name}, more than the "
-            f"{format_bytes(capacity)} available (max_device_memory="
-            f"{est.max_device_memory!r}). Use solver='adam' or 'sgd': their data "
-            "stream from host memory when they do not fit."
-        )

@@ -1,13 +1,17 @@
 """Streaming training data from host memory, and estimating what a fit needs.
 
-The CPU suite runs the streaming path with a simulated device limit
+The CPU suite runs the streaming path with a device limit
 (``max_device_memory``, which the NumPy backend honours like a GPU's free
-memory); the GPU-marked tests do the same with CuPy's memory-pool limit.
+memory). On the CPU the limit bounds what the fit allocates, and data already
+of the fit's dtype are used in place, so these tests give float64 data to a
+float32 fit: its float32 copy is what streams. The GPU-marked tests do the
+same with CuPy's memory-pool limit.
 """
 
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,6 +27,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
 from sknet.backend import RowStream, get_backend
 from sknet.engine._memory import PARTS, format_bytes, parse_bytes
+from sknet.exceptions import DeviceMemoryError
 from sknet.layers import Conv2D, Dense, Flatten, MaxPool2D
 from sknet.utils import MemoryEstimate, estimate_memory
 from tests.conftest import needs_gpu
@@ -103,8 +108,7 @@ def _assert_same_model(a, b):
     ids=["mlp", "no-shuffle", "sgd-dropout-weights", "early-stopping", "convnet", "lstm"],
 )
 def test_streamed_fit_is_the_in_memory_fit(digits, recorded_streams, make, fit_kw):
-    X, y = digits
-    X = X.astype(np.float32)
+    X, y = digits  # float64: the float32 fit copies them (see the module docstring)
     if fit_kw.get("sample_weight"):
         fit_kw = {"sample_weight": np.random.RandomState(0).uniform(0.5, 2, len(y))}
     limit, estimate = _streaming_limit(make(), X, y, **fit_kw)
@@ -266,6 +270,212 @@ def test_estimate_follows_the_estimator(digits):
     fitted = _mlp(max_iter=1).fit(X, y)
     assert estimate_memory(fitted, X)["parameters"] == base["parameters"]
     assert "network_" not in _mlp().__dict__  # nothing fitted by estimating
+
+
+def test_sorted_float_labels_give_every_class(digits):
+    """The classes come from all of y, however its rows are sorted."""
+    X = np.random.RandomState(0).rand(300, 5)
+    y = np.sort(np.repeat([0.0, 1.0, 2.0], 100))
+    sorted_labels = estimate_memory(_mlp(), X, y)
+    shuffled = estimate_memory(_mlp(), X, np.random.RandomState(0).permutation(y).astype(int))
+    assert sorted_labels["parameters"] == (5 * 32 + 32 + 32 * 3 + 3) * 4
+    assert dict(sorted_labels) == dict(shuffled)
+    strings = np.sort(np.repeat(["a", "b", "c"], 100))
+    assert estimate_memory(_mlp(), X, strings)["parameters"] == sorted_labels["parameters"]
+
+
+def test_estimate_refuses_other_estimators(digits):
+    from sklearn.neural_network import MLPClassifier as SklearnMLP
+
+    X, y = digits
+    expected = r"sknet estimator.*got sklearn\.neural_network\..*MLPClassifier"
+    with pytest.raises(TypeError, match=expected):
+        estimate_memory(SklearnMLP(), X, y)
+    with pytest.raises(TypeError, match="the class sknet.*MLPClassifier, not an instance"):
+        estimate_memory(MLPClassifier, X, y)
+
+
+def test_estimate_checks_the_numbers_of_rows(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match=r"inconsistent numbers of samples: \[1797, 100\]"):
+        estimate_memory(_mlp(), X, y[:100])
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        estimate_memory(_mlp(), X, y, sample_weight=np.ones(10))
+    with pytest.raises(ValueError, match="sample_weight must be a 1D array"):
+        estimate_memory(_mlp(), X, y, sample_weight=np.ones((1797, 2)))
+    with pytest.raises(ValueError, match="X_val and y_val must be given together, got only X_val"):
+        estimate_memory(_mlp(), X, y, X_val=X)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        estimate_memory(_mlp(), X, y, X_val=X, y_val=y[:5])
+
+
+def test_estimate_of_lbfgs_ignores_early_stopping(digits):
+    """L-BFGS trains on every row and keeps no best weights, early_stopping or not."""
+    X, y = digits
+    plain = estimate_memory(_mlp(solver="lbfgs"), X, y)
+    stopping = estimate_memory(_mlp(solver="lbfgs", early_stopping=True), X, y)
+    assert dict(stopping) == dict(plain)
+    assert stopping.batch_size == len(y)
+
+
+def test_estimate_counts_the_weights_class_weight_makes(digits):
+    X, y = digits
+    base = estimate_memory(_mlp(), X, y)
+    weighted = estimate_memory(_mlp(class_weight="balanced"), X, y)
+    assert weighted["data"] == base["data"] + len(y) * 4  # their float32 copy
+
+
+def test_estimate_takes_any_sparse_format(digits):
+    import scipy.sparse as sp
+
+    X, y = digits
+    coo = estimate_memory(_mlp(), sp.coo_matrix(X), y)
+    csr = estimate_memory(_mlp(), sp.csr_matrix(X), y)
+    for part in PARTS:  # SciPy's products allocate a few bytes more or less from call to call
+        assert coo[part] == pytest.approx(csr[part], rel=0.01)
+
+
+def test_batch_size_that_fits_is_at_most_the_rows(digits):
+    X, y = digits
+    estimate = estimate_memory(_mlp(), X, y)
+    assert estimate.batch_size_that_fits(10 * estimate.total) == len(y)
+    assert estimate.batch_size_that_fits(0) == 0
+    for available in np.linspace(estimate.at_batch_size(1).total, estimate.total, 7):
+        fits = estimate.batch_size_that_fits(available)
+        assert estimate.at_batch_size(fits).total <= available
+        assert estimate.at_batch_size(fits + 1).total > available
+
+
+# -- the estimate is what the fit plans with -----------------------------------------
+@pytest.fixture
+def plans(monkeypatch):
+    """Every Placement the fits of the test decide on."""
+    from sknet.engine import _placement
+
+    made, plan = [], _placement.plan_placement
+
+    def recorded(*args, **kwargs):
+        made.append(plan(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_placement, "plan_placement", recorded)
+    return made
+
+
+def _small_convnet(**kw):
+    params = dict(conv_filters=(4,), dense_units=(8,), max_iter=1, random_state=0)
+    return ConvNetClassifier(**{**params, "device": "cpu", **kw})
+
+
+@pytest.mark.parametrize(
+    "make, fit_kw",
+    [
+        (lambda **kw: _mlp(hidden_layer_sizes=(256, 256), max_iter=1, **kw), {}),
+        (_small_convnet, {}),
+        (_rnn, {}),
+        (lambda **kw: _mlp(early_stopping=True, max_iter=1, **kw), {"sample_weight": True}),
+        (lambda **kw: _mlp(class_weight="balanced", max_iter=1, **kw), {}),
+        (lambda **kw: MLPRegressor(max_iter=1, dtype="float64", device="cpu", **kw), {}),
+    ],
+    ids=["mlp", "convnet", "lstm", "early-stopping-weights", "class-weight", "regressor-float64"],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_limit_of_the_estimate_keeps_the_data_on_the_device(digits, plans, make, fit_kw, dtype):
+    X, y = digits
+    X = X.astype(dtype)
+    if fit_kw.get("sample_weight"):
+        fit_kw = {"sample_weight": np.random.RandomState(0).uniform(0.5, 2, len(y))}
+    estimate = estimate_memory(make(), X, y, **fit_kw)
+    for limit in (estimate.total, int(1.05 * estimate.total), f"{estimate.total}B"):
+        assert make(max_device_memory=limit).fit(X, y, **fit_kw).data_placement_ == "device"
+        _assert_same_estimate(plans[-1].estimate, estimate)
+    # Below it (by more than the measurement varies), the data do not stay on the device.
+    limit = estimate.total - 2 * estimate.tolerance
+    try:
+        fitted = make(max_device_memory=limit).fit(X, y, **fit_kw)
+    except DeviceMemoryError:  # data used in place: streaming them would need more
+        assert X.dtype == np.float64 and make().dtype == "float64"
+    else:
+        assert fitted.data_placement_ == "streamed"
+        assert plans[-1].estimate.total <= limit  # a streamed plan keeps to the limit
+
+
+def _assert_same_estimate(planned, estimated):
+    """The fit's plan and estimate_memory: the same numbers, the measured ones within
+    what a measurement varies by."""
+    for part in ("data", "parameters", "gradients", "optimizer_state"):
+        assert planned[part] == estimated[part], part
+    measured = planned["activations"] + planned["workspace"]
+    expected = estimated["activations"] + estimated["workspace"]
+    assert abs(measured - expected) <= estimated.tolerance - 4096
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lbfgs_takes_a_limit_of_the_estimate(digits, dtype):
+    X, y = digits
+    X = X.astype(dtype)
+    estimate = estimate_memory(_mlp(solver="lbfgs", max_iter=2), X, y)
+    fitted = _mlp(solver="lbfgs", max_iter=2, max_device_memory=estimate.total).fit(X, y)
+    assert fitted.data_placement_ == "device"
+    limit = estimate.total - 2 * estimate.tolerance
+    with pytest.raises(DeviceMemoryError, match="max_device_memory='[0-9.]+[KMG]iB' or more"):
+        _mlp(solver="lbfgs", max_iter=2, max_device_memory=limit).fit(X, y)
+
+
+def test_the_message_of_a_fit_that_does_not_fit_says_what_would(digits):
+    X, y = digits
+    estimate = estimate_memory(_mlp(), X, y)
+    limit = int(estimate.total - estimate["data"] * 0.99)
+    with pytest.raises(DeviceMemoryError) as info:
+        _mlp(max_device_memory=limit).fit(X, y)
+    message = str(info.value)
+    assert "Not even one batch fits on cpu: with batch_size=64 the fit needs about" in message
+    assert f"max_device_memory={limit} allows" in message
+    assert "max_device_memory=None (no limit on the CPU)" in message
+    batch_size = int(re.search(r"batch_size=(\d+)", message.split("Use ")[1]).group(1))
+    needed = re.search(r"max_device_memory='([^']+)' or more", message).group(1)
+    assert _mlp(max_device_memory=limit, batch_size=batch_size).fit(X, y)
+    assert _mlp(max_device_memory=needed).fit(X, y).data_placement_ == "streamed"
+
+
+# -- max_device_memory as people write it -------------------------------------------
+@pytest.mark.parametrize(
+    "text, expected",
+    [("1e3", 1000), (" 8 GiB ", 8 * 2**30), ("1.5kB", 1500), ("2 mib", 2 * 2**20), ("7", 7)],
+)
+def test_parse_bytes_reads_what_people_write(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1e400GB", "is too large: '1e400GB' is not a finite number of bytes"),
+        ("infGB", "is too large"),
+        ("nanGB", r"must be a number of bytes, got 'nanGB' \(not a number\)"),
+        ("-1GB", "must be at least 1 byte, got '-1GB'"),
+        ("0.5", "must be at least 1 byte"),
+        ("1e-3", "must be at least 1 byte"),
+        ("8iB", "must be a number of bytes or a string such as '8GB'"),
+        ("1..2GB", "must be a number of bytes or a string"),
+        ("GB", "must be a number of bytes or a string"),
+    ],
+)
+def test_parse_bytes_refuses_odd_strings(text, message):
+    with pytest.raises(ValueError, match="max_device_memory " + message):
+        parse_bytes(text)
+
+
+def test_parse_bytes_refuses_other_types():
+    for value in (1.5, True, None, [8]):
+        with pytest.raises(TypeError, match="max_device_memory must be an int or a string"):
+            parse_bytes(value)
+
+
+def test_fit_refuses_an_infinite_limit(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match="max_device_memory is too large: '1e400GB'"):
+        _mlp(max_device_memory="1e400GB").fit(X, y)
 
 
 def _traced_fit_peak(est, X, y):
