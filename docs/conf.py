@@ -1,14 +1,25 @@
-"""Sphinx configuration of sknet's documentation (``make docs``)."""
+"""Sphinx configuration of sknet's documentation (``make docs``).
+
+Environment variables:
+
+- ``SKNET_DOCS_GALLERY=0`` shows the gallery's pages without running any example
+  (for quick work on the other pages);
+- ``SKNET_MNIST_DIR`` also runs the MNIST examples (about two minutes more on two
+  cores).
+"""
 
 import os
 import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
 os.environ.setdefault("SKNET_DEVICE", "cpu")  # the gallery runs on the CPU
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+from sknet_docs import stage_gallery  # noqa: E402
 
 import sknet  # noqa: E402
 
@@ -23,24 +34,46 @@ extensions = [
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
+    "sknet_docs",  # docs/_ext: gallery sections, links to other projects, public bases
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py"]
+exclude_patterns = ["_build", "_ext", "auto_examples/**/*.ipynb", "auto_examples/**/*.py"]
+# Every reference must resolve: to sknet's API, or (docs/_ext) to another project's
+# documentation when the object imports.
+nitpicky = True
+# MemoryEstimate.margin's docstring names a private constant of sknet.engine._memory.
+nitpick_ignore = [("py:data", "MARGIN")]
 autosummary_generate = True
-templates_path = ["_templates"]  # classes: their own members, not scikit-learn's
-autodoc_default_options = {"inherited-members": False}
+templates_path = ["_templates"]  # class pages: no scikit-learn base members, public bases
+autodoc_typehints = "none"  # numpydoc's sections say the types
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
+numpydoc_validation_checks = set()
 myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence"]
 suppress_warnings = ["myst.header"]
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"sknet {version}"
-html_theme_options = {"navigation_depth": 2, "show_toc_level": 2}
+html_static_path = ["_static"]
+html_css_files = ["sknet.css"]
+html_theme_options = {
+    "navigation_depth": 2,
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc", "sourcelink"],
+}
+# Pages without a section of their own have no navigation panel (it would be empty).
+html_sidebars = {
+    "index": [],
+    "getting_started": [],
+    "contributing": [],
+    "architecture": [],
+}
 
-# The gallery runs the examples that take seconds on a CPU; the MNIST ones run
-# when SKNET_MNIST_DIR is set, and the others are shown without running (CIFAR-10
-# needs its data; the Dask ones start worker processes, which re-import the script).
+# The gallery: examples/ laid out by section (docs/_ext/sknet_docs.py: GALLERY). The
+# examples that take seconds on a CPU run; the MNIST ones run when SKNET_MNIST_DIR is set;
+# the others are shown without running, each saying why and what it printed (CIFAR-10
+# needs its data; the Dask ones start worker processes, which import the script again).
 _quick = [
     "digits_pipeline",
     "convnet_digits",
@@ -54,14 +87,22 @@ _quick = [
 ]
 if os.environ.get("SKNET_MNIST_DIR"):
     _quick += ["mnist_mlp", "convnet_mnist", "rnn_sequential_mnist"]
+_staged = "_build/gallery_src"  # relative to docs/, as sphinx-gallery takes it
+_sections = stage_gallery(ROOT / "examples", DOCS / _staged)
 sphinx_gallery_conf = {
-    "examples_dirs": str(ROOT / "examples"),
+    "examples_dirs": _staged,
     "gallery_dirs": "auto_examples",
+    "subsection_order": [f"{_staged}/{folder}" for folder in _sections],
+    "within_subsection_order": "sknet_docs.GalleryOrder",
     "filename_pattern": "/(" + "|".join(map(re.escape, _quick)) + r")\.py$",
     "ignore_pattern": r"__init__\.py",
     "download_all_examples": False,
-    "plot_gallery": "True",
+    "plot_gallery": os.environ.get("SKNET_DOCS_GALLERY", "1") != "0",
     "reset_modules": ("matplotlib",),
     "show_memory": False,
     "min_reported_time": 1,
+    "remove_config_comments": True,
+    "doc_module": ("sknet",),
+    "backreferences_dir": "generated/backreferences",
+    "reference_url": {"sknet": None},
 }
