@@ -501,3 +501,21 @@ def test_a_one_batch_partial_fit_does_not_copy_the_estimator(digits, monkeypatch
     monkeypatch.setattr(copy, "deepcopy", counting)
     clf.partial_fit(X[50:100], y[50:100])
     assert "Network" not in calls and "MLPClassifier" not in calls and "Adam" not in calls
+
+
+def test_a_loss_output_of_another_shape_never_reaches_the_predictions(digits):
+    from sknet.losses import Loss
+
+    class TruncatingSoftmax(Loss):
+        out_activation = "softmax"
+
+        def output(self, Z):
+            return ad.softmax(Z)[:, :-1]  # drops a class
+
+        def value(self, Z, Y):
+            return -ad.sum(Y * ad.log_softmax(Z), axis=1)
+
+    X, y = digits
+    clf = NeuralNetClassifier([Dense(8)], loss=TruncatingSoftmax(), **FAST)
+    with pytest.raises(ValueError, match=r"TruncatingSoftmax.output returned \(\d+, 9\)"):
+        clf.fit(X, y, X_val=X[:50], y_val=y[:50])

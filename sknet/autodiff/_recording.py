@@ -100,6 +100,8 @@ def values_and_gradient(loss, Z, Y):
     recorded = Variable(Z)
     values = loss.value(recorded, Y)
     name = type(loss).__name__
+    if hasattr(values, "shape") and tuple(values.shape) == (Z.shape[0], 1):
+        values = values.reshape(Z.shape[0])  # one column: one loss per sample, as (n,)
     if not hasattr(values, "shape") or tuple(values.shape) != (Z.shape[0],):
         shape = getattr(values, "shape", type(values).__name__)
         raise ValueError(

@@ -173,7 +173,7 @@ class Network:
                 if not backend.is_sparse(Xb) and backend.xp.may_share_memory(Z, Xb):
                     Z = Z.copy()  # a view of the caller's data (identity layers)
                 if output is not None:
-                    Z = output(Z)
+                    Z = checked_output(output, Z)
                 chunks.append(Z if keep is not None else backend.to_numpy(Z))
             xp = keep if keep is not None else np
             P = chunks[0] if len(chunks) == 1 else xp.concatenate(chunks)
@@ -245,3 +245,16 @@ class Network:
 
 def _build_layer(layer, shape, backend, dtype, rng):
     return build_layer(layer, shape, backend=backend, dtype=dtype, rng=rng)
+
+
+def checked_output(output, Z):
+    """``output(Z)`` (a loss's output activation), refused unless it keeps Z's shape and dtype."""
+    P = output(Z)
+    if getattr(P, "shape", None) != Z.shape or getattr(P, "dtype", None) != Z.dtype:
+        owner = getattr(output, "__self__", output)
+        raise ValueError(
+            f"{type(owner).__name__}.output returned {getattr(P, 'shape', type(P).__name__)} "
+            f"{getattr(P, 'dtype', '')} for outputs of shape {Z.shape} {Z.dtype}; it must keep "
+            "the shape and dtype of the outputs"
+        )
+    return P

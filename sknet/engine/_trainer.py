@@ -25,6 +25,7 @@ import numpy as np
 
 from sknet.engine._callbacks import overrides
 from sknet.engine._layout import ParameterLayout
+from sknet.engine._network import checked_output
 from sknet.engine._sharding import RowShards, plan_shards
 from sknet.engine._types import BackendData, Diverged, StopTraining, StreamedData
 
@@ -364,7 +365,7 @@ class Trainer:
             wb = None if w is None else backend.asarray(w[part], dtype)
             loss, _ = self.loss(Z, backend.asarray(Y[part], dtype), wb)
             total = total + loss * (Z.shape[0] if wb is None else wb.sum())
-            chunks.append(self.backend.to_numpy(self.loss.output(Z)))
+            chunks.append(self.backend.to_numpy(checked_output(self.loss.output, Z)))
         return float(total) / weight_sum, np.concatenate(chunks)
 
 

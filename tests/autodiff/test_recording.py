@@ -279,13 +279,13 @@ class Float64Loss(Loss):
     "loss, error, message",
     [
         (NoValue(), NotImplementedError, "must implement value .* or loss_and_gradient"),
-        (PerOutput(), ValueError, r"one loss per sample, shape \(\d+,\); got \(\d+, 1\)"),
+        (PerOutput(), ValueError, r"one loss per sample, shape \(\d+,\); got \(\d+, 2\)"),
         (Float64Loss(), TypeError, "returned float64 values for float32 outputs"),
     ],
     ids=lambda value: type(value).__name__ if isinstance(value, Loss) else None,
 )
 def test_wrong_value_only_losses_are_clear_errors(loss, error, message):
-    X, y = np.random.RandomState(0).rand(40, 3), np.random.RandomState(1).rand(40)
+    X, y = np.random.RandomState(0).rand(40, 3), np.random.RandomState(1).rand(40, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         with pytest.raises(error, match=message):
