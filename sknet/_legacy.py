@@ -23,6 +23,15 @@ MOVED_MODULES = {
 }
 
 
+#: Modules split into packages that re-export their names: files saved before
+#: the split name the package (``sknet.losses.LogLoss``), which still resolves;
+#: only the names skops trusts need the old spelling too.
+SPLIT_MODULES = {
+    "sknet.losses._base": "sknet.losses",
+    "sknet.losses._stock": "sknet.losses",
+}
+
+
 def install():
     """Register every old path in ``sys.modules`` as an alias of its new module."""
     for old, new in MOVED_MODULES.items():
@@ -31,7 +40,7 @@ def install():
 
 def old_names(qualified_names):
     """The old ``module.Class`` names of classes in ``qualified_names`` that moved."""
-    moved = {new: old for old, new in MOVED_MODULES.items()}
+    moved = {new: old for old, new in MOVED_MODULES.items()} | SPLIT_MODULES
     names = []
     for name in qualified_names:
         module, _, cls = name.rpartition(".")

@@ -1,4 +1,4 @@
-"""What a user's loss returns, and which losses an estimator takes (sknet/losses.py).
+"""What a user's loss returns, and which losses an estimator takes (sknet/losses/_base.py, _registry.py).
 
 Everything a loss returns is checked before anything uses it; a subclass of a
 stock loss runs its own methods; a classifier's loss outputs probabilities
@@ -142,12 +142,22 @@ def test_a_gradient_sharing_memory_is_copied_not_scaled_in_place(make, backend):
 
 
 def test_values_from_value_are_checked_too():
+    class PerOutput(Loss):
+        def value(self, Z, Y):
+            return (Z - Y) ** 2  # one value per output
+
+    with pytest.raises(ValueError, match=r"PerOutput.value must return one loss per sample"):
+        PerOutput()(np.ones((4, 2)), np.zeros((4, 2)))
+
+
+def test_one_column_from_value_is_one_loss_per_sample():
     class Column(Loss):
         def value(self, Z, Y):
             return ad.sum((Z - Y) ** 2, axis=1, keepdims=True)
 
-    with pytest.raises(ValueError, match=r"Column.value must return one loss per sample"):
-        Column()(np.ones((4, 2)), np.zeros((4, 2)))
+    loss, grad = Column()(np.ones((4, 2)), np.zeros((4, 2)), np.arange(1.0, 5.0))
+    assert float(loss) == pytest.approx(2.0)  # the weighted mean of 2 per sample
+    assert grad.shape == (4, 2)
 
 
 # A fit with a loss returning bad arrays: before the check, a gradient with too
