@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["docs/user_guide/layers.md", "docs/user_guide/losses.md"]
+PAGES = [
+    "docs/user_guide/choosing.md",
+    "docs/user_guide/layers.md",
+    "docs/user_guide/training.md",
+    "docs/user_guide/losses.md",
+    "docs/user_guide/transfer.md",
+    "docs/user_guide/persistence.md",
+]
+# Pages whose code needs an optional extra.
+NEEDS = {"docs/user_guide/persistence.md": ("skops", "skl2onnx", "onnxruntime")}
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
@@ -29,7 +38,11 @@ def prelude():
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_the_code_of_the_page_runs_as_written(page):
+def test_the_code_of_the_page_runs_as_written(page, tmp_path, monkeypatch):
+    for module in NEEDS.get(page, ()):
+        pytest.importorskip(module, reason=f"{page} needs {module}")
+    monkeypatch.chdir(tmp_path)  # pages write files (checkpoints, saved models)
+    monkeypatch.setenv("SKNET_DEVICE", "cpu")
     blocks = python_blocks(page)
     assert blocks, f"{page} has no python blocks"
     namespace = prelude()
