@@ -26,6 +26,7 @@ __all__ = [
     "ACTIVATIONS",
     "Backend",
     "CUPY_AVAILABLE",
+    "DEVICE_ENV_VAR",
     "RowStream",
     "activation_needs_input",
     "cuda_device_count",
@@ -34,6 +35,7 @@ __all__ = [
     "is_device_array",
 ]
 
+#: The environment variable that chooses the device of ``device="auto"``.
 DEVICE_ENV_VAR = "SKNET_DEVICE"
 _CUDA_RE = re.compile(r"^(cuda|gpu)(?::(\d+))?$")
 
