@@ -34,8 +34,9 @@ lint: $(PY)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-# The documentation site into docs/_build/html, warnings as errors; the gallery runs
-# the quick examples (and the MNIST ones when SKNET_MNIST_DIR is set).
+# The documentation site into docs/_build/html, warnings as errors and every
+# cross-reference checked; the gallery runs the quick examples (and the MNIST ones when
+# SKNET_MNIST_DIR is set; SKNET_DOCS_GALLERY=0 runs none, for work on other pages).
 docs: $(PY)
 	$(PY) -m pip install --quiet -e ".[docs]"
 	rm -rf docs/_build docs/generated docs/auto_examples

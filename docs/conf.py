@@ -18,6 +18,10 @@ ROOT = DOCS.parent
 sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
 os.environ.setdefault("SKNET_DEVICE", "cpu")  # the gallery runs on the CPU
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The gallery's examples are small: one BLAS thread each (set before NumPy loads) costs
+# a fraction of the CPU time that threads cost them, the more so on a shared machine.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
 
 from sknet_docs import stage_gallery  # noqa: E402
 

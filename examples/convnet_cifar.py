@@ -22,6 +22,13 @@ minutes; prediction runs at about 650 images a second. On a GPU it was not
 measured yet. Accuracy was not measured either (no CIFAR-10 copy where this
 example was written): networks of this size usually reach 0.75-0.80 test
 accuracy in about 20 epochs. Give ``n_train`` to try it on fewer images.
+
+.. note::
+
+   The documentation build does not run this example: it needs the CIFAR-10
+   archive (sknet downloads nothing), and its 20 epochs take over an hour on
+   a CPU. No output is shown because it has not been run on the real data yet;
+   ``tests/test_examples.py`` runs it on a few fake batches of CIFAR-10's format.
 """
 
 import sys

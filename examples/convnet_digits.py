@@ -13,6 +13,8 @@ grid-search one entry of a hand-written layer list.
 import time
 import warnings
 
+import matplotlib.pyplot as plt
+import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, train_test_split
@@ -52,7 +54,36 @@ for name, model in models.items():
         f"({model.n_iter_} epochs, {seconds:.1f} s on {model.device_})"
     )
 
-# A network written layer by layer; grid search reaches into the list.
+# %%
+# What the first convolution learned
+# ----------------------------------
+# Its 16 filters (3x3 weights), and what each makes of one test digit: the maps
+# the next layer sees.
+cnn = models["ConvNetClassifier"]
+W = cnn.network_.backend.to_numpy(cnn.layers_[0].params["W"])[:, 0]  # (16, 3, 3)
+b = cnn.network_.backend.to_numpy(cnn.layers_[0].params["b"])
+image = np.pad(X_test[0], 1)
+maps = np.maximum(
+    np.einsum("fij,hwij->fhw", W, np.lib.stride_tricks.sliding_window_view(image, (3, 3)))
+    + b[:, None, None],
+    0,
+)
+fig, axes = plt.subplots(2, 17, figsize=(11, 2.2))
+axes[0, 0].imshow(X_test[0], cmap="gray_r")
+axes[0, 0].set_title("input", fontsize=8)
+limit = np.abs(W).max()
+for f in range(16):
+    axes[0, f + 1].imshow(W[f], cmap="RdBu_r", vmin=-limit, vmax=limit)
+    axes[1, f + 1].imshow(maps[f], cmap="gray_r")
+for ax in axes.ravel():
+    ax.set_axis_off()
+fig.suptitle("First-layer filters (top) and their ReLU maps of a test digit (bottom)")
+
+# %%
+# Grid search reaches into a layer list
+# -------------------------------------
+# A network written layer by layer; ``layers__0__filters`` is the first layer's
+# ``filters``.
 layers = [
     Conv2D(16, 3, padding="same", activation="relu"),
     MaxPool2D(2),
@@ -61,12 +92,12 @@ layers = [
     Dropout(0.25),
 ]
 search = GridSearchCV(
-    ConvNetClassifier(layers=layers, learning_rate_init=0.003, max_iter=20, random_state=0),
+    ConvNetClassifier(layers=layers, learning_rate_init=0.003, max_iter=12, random_state=0),
     {"layers__0__filters": [8, 16], "layers__4__rate": [0.0, 0.25]},
-    cv=3,
+    cv=2,
 )
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", ConvergenceWarning)  # 20 epochs on purpose
+    warnings.simplefilter("ignore", ConvergenceWarning)  # 12 epochs on purpose
     search.fit(X_train, y_train)
 print(
     f"Grid search over the layer list: best {search.best_params_}, "

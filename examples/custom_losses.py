@@ -21,6 +21,7 @@ and checked with :func:`sknet.utils.check_loss_gradients`.
 
 import warnings
 
+import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import make_classification, make_regression
 from sklearn.exceptions import ConvergenceWarning
@@ -103,6 +104,33 @@ for seed in SEEDS:
     ).fit(X_train, y_train)
     below.append(np.mean(y_test <= reg.predict(X_test)))
 print(f"Quantile(0.9): share of test targets below the prediction {summary(below)}")
+
+# %%
+# The three comparisons, mean and spread over the five seeds
+fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), width_ratios=[3, 1.2, 1])
+positions = np.arange(len(choices))
+for offset, setting in [(-0.2, "early stopping"), (0.2, "100 epochs")]:
+    values = [scores[setting, name] for name in choices]
+    axes[0].bar(
+        positions + offset,
+        np.mean(values, axis=1),
+        0.4,
+        yerr=np.std(values, axis=1),
+        label=setting,
+    )
+axes[0].set_xticks(positions, list(choices))
+axes[0].set(ylabel="balanced accuracy (test)", ylim=(0.4, 0.85), title="95/5 classes")
+axes[0].legend()
+axes[1].bar(
+    list(errors), [np.mean(v) for v in errors.values()], yerr=[np.std(v) for v in errors.values()]
+)
+axes[1].set(ylabel="MAE on clean test targets", title="5% outliers")
+axes[1].tick_params(axis="x", labelsize=8)
+axes[2].scatter(np.zeros(len(below)), below)
+axes[2].axhline(0.9, color="grey", linestyle="--", label="target 0.9")
+axes[2].set(xticks=[], ylim=(0.8, 1.0), ylabel="share below the prediction", title="Quantile(0.9)")
+axes[2].legend()
+fig.tight_layout()
 
 
 # -- your own loss -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ network built from the stock ``Dense`` layers and log-loss.
 
 import warnings
 
+import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
@@ -118,9 +119,16 @@ networks = {
         SmoothedCrossEntropy(0.1),
     ),
 }
+fig, ax = plt.subplots(figsize=(6, 3.5))
 for name, (layers, loss) in networks.items():
     clf = ConvNetClassifier(
         layers=layers, loss=loss, max_iter=40, random_state=0, device="cpu"
     ).fit(X_train, y_train)
     seconds = sum(row["duration"] for row in clf.history_)
-    print(f"{name:>38}: test accuracy {clf.score(X_test, y_test):.3f} ({seconds:.2f} s)")
+    accuracy = clf.score(X_test, y_test)
+    print(f"{name:>38}: test accuracy {accuracy:.3f} ({seconds:.2f} s)")
+    ax.plot(range(1, clf.n_iter_ + 1), clf.loss_curve_, label=f"{name}: {accuracy:.3f} on test")
+ax.set(xlabel="epoch", ylabel="training loss (each its own)", yscale="log")
+ax.set_title("Stock layers against forward-only ones")
+ax.legend(fontsize=8)
+fig.tight_layout()

@@ -12,6 +12,7 @@ Needs ``pip install "sknet-nn[skops,onnx]"``.
 import tempfile
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import onnxruntime
 import skops.io as sio
@@ -54,3 +55,11 @@ print(
     f"ONNX Runtime: same labels {np.array_equal(labels, clf.predict(X_test))}, "
     f"largest probability difference {np.abs(proba - clf.predict_proba(X_test)).max():.1e}"
 )
+
+# %%
+# Every test probability, from ONNX Runtime against sknet
+fig, ax = plt.subplots(figsize=(4, 4))
+ax.scatter(clf.predict_proba(X_test).ravel(), proba.ravel(), s=4)
+ax.plot([0, 1], [0, 1], color="grey", linewidth=0.5)
+ax.set(xlabel="sknet's predict_proba", ylabel="ONNX Runtime's probabilities")
+fig.tight_layout()

@@ -16,6 +16,7 @@ against the same budget of a plain stack, in seconds.
 
 import warnings
 
+import matplotlib.pyplot as plt
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
@@ -59,17 +60,26 @@ residual = ConvNetClassifier(
         Activation("relu"),
         Concatenate([Sequential([Flatten(), Dense(32, activation="relu")]), GlobalAvgPool2D()]),
     ],
-    max_iter=20,
+    max_iter=12,
     learning_rate_init=0.005,
     random_state=0,
 )
 plain = ConvNetClassifier(
-    conv_filters=(16, 32), dense_units=(32,), max_iter=20, learning_rate_init=0.005, random_state=0
+    conv_filters=(16, 32), dense_units=(32,), max_iter=12, learning_rate_init=0.005, random_state=0
 )
+fig, ax = plt.subplots(figsize=(6, 3.5))
 for name, clf in [("residual ConvNet", residual), ("plain ConvNet", plain)]:
     clf.fit(X_train, y_train)
     n_params = sum(p.size for layer in clf.layers_ for p in layer.params.values())
-    print(f"{name:17s} {n_params:6d} parameters, test accuracy {clf.score(X_test, y_test):.4f}")
+    accuracy = clf.score(X_test, y_test)
+    print(f"{name:17s} {n_params:6d} parameters, test accuracy {accuracy:.4f}")
+    ax.plot(range(1, clf.n_iter_ + 1), clf.loss_curve_, label=f"{name} ({accuracy:.3f} on test)")
+ax.set(xlabel="epoch", ylabel="training loss", yscale="log", title="Same budget, two networks")
+ax.legend()
+fig.tight_layout()
+
+# %%
+# Every entry of the nested lists is a parameter, for grid searches
 print(
     "grid-searchable:",
     "layers__1__layers__0__filters =",
