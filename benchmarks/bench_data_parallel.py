@@ -1,31 +1,40 @@
-"""Benchmark DataParallel: accuracy, speed-up, bytes and time per synchronization,
-and a cost model of how many workers each ``sync_every`` keeps busy.
+"""Benchmark DataParallel: accuracy against one process, time and bytes per
+synchronization, and a cost model of how many workers each ``sync_every``
+keeps busy.
 
-MLP 784-256-128-10 (ReLU, Adam, batch 128, float32) on a stratified 8,000/2,000
-split of the MNIST test file, the same number of epochs everywhere:
+Accuracy, with the same epochs everywhere, on 2 worker processes x 1 thread
+of a loopback LocalCluster against ``est.fit`` in one process (one BLAS
+thread), for ``sync_every`` = 1, 8 and ``'epoch'`` (or those given):
 
-- one process, one BLAS thread (``est.fit``);
-- one process, two BLAS threads;
-- ``DataParallel`` on a LocalCluster of 2 worker processes x 1 thread, with
-  ``sync_every='epoch'`` and with ``sync_every=8`` (and any others given).
+- MNIST: the first 8,000 images of the MNIST test file to train, the last
+  2,000 to test; MLP 784-256-128-10 (ReLU, Adam, batch 128, float32), 8 and
+  15 epochs;
+- the digits as a new user would try them: ``MLPClassifier(max_iter=20)``
+  (100 hidden units, Adam, batch 200) on 75% of ``load_digits``, tested on the
+  other 25%.
 
-For every DataParallel run it reports the test accuracy (and its difference
-from the one-process fit), the fit time and the speed-ups, the bytes one
-synchronization moves (the averaged state out to each worker, each worker's
-state back), the time the driver spends per synchronization outside the
-workers' compute, and the compute per batch on a worker. The cost model then
-says, for a 10 Gbit/s network, how many workers each ``sync_every`` would keep
-at least half busy: the driver is a parameter server, so one synchronization
-with K workers moves 2 K S bytes through its link (S: the state of one
-replica) and costs ``latency + 2 K S / bandwidth``, against
-``sync_every x compute per batch`` of training (per epoch: the shard's batches,
-which shrink as K grows at a fixed data size).
+Each row gives the test accuracy and its difference from one process (the
+mean over ``--seeds``; ``sync_every=1`` trains one process's model, so its
+difference is 0 up to float rounding), and for DataParallel the fit time,
+the synchronizations, their median cost (``sync_history_['seconds']``: from
+the last replica ready to all replicas done), the bytes one replica sends
+the others per synchronization and the bytes through the client per
+synchronization (``epoch_history_``: the epoch's plan out, one model back).
 
-    python benchmarks/bench_data_parallel.py --mnist-dir DIR [--epochs 15]
-        [--sync-every epoch,8] [--json PATH]
+The cost model (MNIST MLP): a synchronization with K workers costs
+``latency + 2 (K - 1) / K x S / bandwidth`` (a reduce-scatter and an
+all-gather over a 10 Gbit/s network; S = the gradient for ``sync_every=1``,
+the averaged state otherwise), against the training between two
+synchronizations (a batch of B/K rows per worker, ``sync_every`` of them, or
+the epoch's). The driver of the previous design, a parameter server on the
+client, moved ``2 K x state`` through one link per synchronization with a
+measured ~45 ms of fixed latency; it is printed alongside.
 
-Without the MNIST files (``--mnist-dir`` or ``SKNET_MNIST_DIR``), random pixels
-stand in: the timings and bytes hold, the accuracies mean nothing (and say so).
+    python benchmarks/bench_data_parallel.py --mnist-dir DIR [--seeds 0,1,2]
+        [--sync-every 1,8,epoch] [--json PATH]
+
+Without the MNIST files (``--mnist-dir`` or ``SKNET_MNIST_DIR``) only the
+digits rows run.
 """
 
 import argparse
@@ -37,6 +46,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
@@ -49,9 +59,10 @@ except ImportError:  # run as `python benchmarks/bench_data_parallel.py` from a 
 from sknet import MLPClassifier
 from sknet.datasets import MNIST_ENV_VAR, load_mnist
 
-SEED = 0
 NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s in bytes per second
 WORKER_COUNTS = (2, 4, 8, 16, 32, 64)
+#: The previous driver's fixed cost per synchronization, measured on this loopback cluster.
+PARAMETER_SERVER_LATENCY = 0.045
 #: 2 worker processes x 1 thread on the loopback interface, no dashboard
 CLUSTER = {
     "n_workers": 2,
@@ -62,36 +73,38 @@ CLUSTER = {
 }
 
 
-def load_data(mnist_dir):
-    """(X_train, y_train, X_test, y_test, source): 8,000/2,000 of the MNIST test file."""
-    try:
-        X, y = load_mnist(mnist_dir or os.environ.get(MNIST_ENV_VAR), subset="test")
-        source = "MNIST test file, stratified 8,000/2,000 split"
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"note: no MNIST ({exc}); random pixels stand in, accuracies mean nothing.")
-        rng = np.random.RandomState(SEED)
-        X, y = rng.rand(10000, 784).astype(np.float32), rng.randint(0, 10, 10000)
-        source = "random pixels (no MNIST file)"
+def mnist(mnist_dir):
+    """(X_train, y_train, X_test, y_test): the first 8,000 and last 2,000 test images."""
+    X, y = load_mnist(mnist_dir or os.environ.get(MNIST_ENV_VAR), subset="test")
+    return X[:8000], y[:8000], X[8000:], y[8000:]
+
+
+def digits():
+    X, y = load_digits(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, train_size=8000, test_size=2000, stratify=y, random_state=SEED
+        X / 16.0, y, test_size=0.25, stratify=y, random_state=0
     )
-    return X_train, y_train, X_test, y_test, source
+    return X_train, y_train, X_test, y_test
 
 
-def network(epochs):
+def mnist_mlp(epochs, seed):
     return MLPClassifier(
         hidden_layer_sizes=(256, 128),
         batch_size=128,
         max_iter=epochs,
         tol=0.0,
         n_iter_no_change=epochs + 1,
-        random_state=SEED,
+        random_state=seed,
         device="cpu",
     )
 
 
-def fit_local(est, X, y, threads):
-    with threadpool_limits(threads), warnings.catch_warnings():
+def digits_mlp(epochs, seed):
+    return MLPClassifier(max_iter=epochs, random_state=seed, device="cpu")
+
+
+def fit_local(est, X, y):
+    with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         start = time.perf_counter()
         est.fit(X, y)
@@ -110,126 +123,168 @@ def fit_parallel(client, est, X, y, sync_every):
 
 
 def sync_figures(model):
-    """Per synchronization: bytes, the driver's time outside compute, compute per batch."""
-    rows = model.sync_history_
-    n = len(model.shard_rows_)
+    """Per synchronization: its cost, bytes between workers and through the client."""
+    syncs, epochs = model.sync_history_, model.epoch_history_
+    n_syncs = max(len(syncs), 1)
+    later = epochs[1:] or epochs  # the first epoch also sends the model out once
+    client = sum(e["bytes_sent"] + e["bytes_received"] for e in later)
+    batches = sum(r["batches"] for r in syncs) or 1
     return {
-        "n_syncs": len(rows),
-        "bytes_out": float(np.mean([r["bytes_sent"] for r in rows])),
-        "bytes_back": float(np.mean([r["bytes_received"] for r in rows])),
-        "state_bytes": float(np.mean([r["bytes_received"] for r in rows])) / n,
-        "sync_s": float(np.median([r["seconds"] - r["compute_seconds"] for r in rows])),
-        "compute_per_batch_s": float(
-            np.sum([r["compute_seconds"] for r in rows]) / np.sum([r["batches"] for r in rows])
-        ),
+        "n_syncs": len(syncs),
+        "sync_s": float(np.median([r["seconds"] for r in syncs])) if syncs else 0.0,
+        "bytes_between_workers": float(np.mean([r["bytes_between_workers"] for r in syncs]))
+        if syncs
+        else 0.0,
+        "client_bytes_per_sync": client / max(sum(e["syncs"] for e in later), 1),
+        "client_bytes_per_epoch": client / len(later),
+        "compute_per_batch_s": float(np.sum([r["compute_seconds"] for r in syncs]) / batches),
+        "syncs_per_epoch": n_syncs / len(epochs),
     }
 
 
-def cost_model(figures, sync_every, n_rows, batch_size):
-    """Workers kept busy on a 10 Gbit/s network, per count of workers K.
-
-    Per synchronization: compute ``b(K) x t_batch`` (``b`` = sync_every, or the
-    shard's batches per epoch), sync ``latency + 2 K S / bandwidth``; the
-    latency is the per-sync time measured here, loopback transfer included (an
-    upper bound).
-    """
-    t_batch, latency, state = (
-        figures["compute_per_batch_s"],
-        figures["sync_s"],
-        figures["state_bytes"],
+def accuracy_rows(client, name, data, make, epochs, sync_values, seeds):
+    """One process and DataParallel for each ``sync_every``, over ``seeds``."""
+    X_train, y_train, X_test, y_test = data
+    rows = {"one process": []}
+    figures = {}
+    for seed in seeds:
+        est = make(epochs, seed)
+        seconds = fit_local(est, X_train, y_train)
+        rows["one process"].append((est.score(X_test, y_test), seconds))
+        for value in sync_values:
+            model, seconds = fit_parallel(client, make(epochs, seed), X_train, y_train, value)
+            rows.setdefault(value, []).append((model.score(X_test, y_test), seconds))
+            figures.setdefault(value, sync_figures(model))
+    local = np.array([a for a, _ in rows["one process"]])
+    print(f"\n{name}, {epochs} epochs, seeds {list(seeds)}:")
+    print(
+        "  setting            accuracy  vs one  fit (s)  syncs/epoch  sync (ms)  "
+        "worker->workers/sync  client/sync"
     )
     table = []
-    for k in WORKER_COUNTS:
-        shard_rows = -(-n_rows // k)
-        per_worker = -(-shard_rows // batch_size)  # batches an epoch on one shard
-        batches = per_worker if sync_every == "epoch" else min(int(sync_every), per_worker)
-        compute = batches * t_batch
-        sync = latency + 2 * k * state / NETWORK_BANDWIDTH
-        busy = compute / (compute + sync)
+    for key, runs in rows.items():
+        accuracy = np.array([a for a, _ in runs])
+        fit_s = float(np.mean([s for _, s in runs]))
+        diff = 100 * float(np.mean(accuracy - local))
+        f = figures.get(key)
+        label = "one process" if f is None else f"sync_every={key}"
+        line = f"  {label:17}  {accuracy.mean():.4f}  {diff:+6.2f}  {fit_s:7.1f}"
+        if f is not None:
+            line += (
+                f"  {f['syncs_per_epoch']:11.0f}  {1e3 * f['sync_s']:9.2f}  "
+                f"{f['bytes_between_workers'] / 1e3:17.0f} kB  "
+                f"{f['client_bytes_per_sync'] / 1e3:8.1f} kB"
+            )
+        print(line)
         table.append(
-            {"workers": k, "compute_s": compute, "sync_s": sync, "busy": busy, "speedup": k * busy}
+            {
+                "setting": label,
+                "accuracy": accuracy.tolist(),
+                "difference_points": diff,
+                "fit_s": fit_s,
+                **(f or {}),
+            }
+        )
+    return table
+
+
+def cost_model(figures, sync_every, n_rows, batch_size):
+    """Workers kept at least half busy on a 10 Gbit/s network, per count of workers K.
+
+    The compute between two synchronizations shrinks with K (each worker
+    trains B/K rows of each batch); the synchronization costs the latency
+    measured here (loopback, an upper bound for its fixed part) and the
+    transfer of a reduce-scatter and an all-gather. The previous driver's row:
+    ``PARAMETER_SERVER_LATENCY + 2 K state / bandwidth`` per synchronization.
+    """
+    t_batch_two = figures["compute_per_batch_s"]  # a batch's part on one of 2 workers
+    latency, payload = figures["sync_s"], figures["bytes_between_workers"]
+    per_epoch = -(-n_rows // batch_size)
+    steps = per_epoch if sync_every == "epoch" else int(sync_every)
+    table = []
+    for k in WORKER_COUNTS:
+        compute = steps * t_batch_two * 2 / k
+        sync = latency + 2 * (k - 1) / k * payload / NETWORK_BANDWIDTH
+        busy = compute / (compute + sync)
+        server = PARAMETER_SERVER_LATENCY + 2 * k * figures["state_bytes"] / NETWORK_BANDWIDTH
+        table.append(
+            {
+                "workers": k,
+                "compute_s": compute,
+                "sync_s": sync,
+                "busy": busy,
+                "speedup": k * busy,
+                "parameter_server_busy": compute / (compute + server),
+            }
         )
     kept = [row["workers"] for row in table if row["busy"] >= 0.5]
     return table, (max(kept) if kept else 1)
 
 
+def print_cost_model(value, table, kept):
+    print(f"\n  cost model, sync_every={value}, 10 Gbit/s:")
+    print("       K  compute/sync     sync    busy  speed-up   (parameter server: busy)")
+    for row in table:
+        print(
+            f"  {row['workers']:>6}  {1e3 * row['compute_s']:9.2f} ms  "
+            f"{1e3 * row['sync_s']:6.2f} ms  {row['busy']:5.0%}  {row['speedup']:7.1f}x"
+            f"   ({row['parameter_server_busy']:4.0%})"
+        )
+    print(f"  -> keeps up to {kept} workers at least half busy")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mnist-dir", default=None)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--sync-every", default="epoch,8")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--sync-every", default="1,8,epoch")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     from dask.distributed import Client, LocalCluster
 
-    X_train, y_train, X_test, y_test, source = load_data(args.mnist_dir)
-    print(f"data: {source}; MLP 784-256-128-10, Adam, batch 128, {args.epochs} epochs")
-    results = {"source": source, "epochs": args.epochs, "runs": {}}
-
-    local = {}
-    for threads in (1, 2):
-        est = network(args.epochs)
-        seconds = fit_local(est, X_train, y_train, threads)
-        local[threads] = {"fit_s": seconds, "accuracy": est.score(X_test, y_test)}
-        print(
-            f"1 process x {threads} thread(s):      fit {seconds:6.1f} s, "
-            f"test accuracy {local[threads]['accuracy']:.4f}"
-        )
-    results["local"] = local
-
+    seeds = [int(s) for s in args.seeds.split(",")]
+    sync_values = [v if v == "epoch" else int(v) for v in args.sync_every.split(",")]
+    try:
+        mnist_data = mnist(args.mnist_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"note: no MNIST ({exc}); only the digits rows run.")
+        mnist_data = None
+    results = {"seeds": seeds, "accuracy": {}, "cost_model": {}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # start-up messages of the cluster
         cluster = LocalCluster(**CLUSTER)
         client = Client(cluster)
     try:
-        for value in args.sync_every.split(","):
-            sync_every = value if value == "epoch" else int(value)
-            model, seconds = fit_parallel(
-                client, network(args.epochs), X_train, y_train, sync_every
-            )
-            accuracy = model.score(X_test, y_test)
-            figures = sync_figures(model)
-            table, kept = cost_model(figures, sync_every, len(X_train), 128)
-            results["runs"][value] = {
-                "fit_s": seconds,
-                "accuracy": accuracy,
-                "speedup_vs_1x1": local[1]["fit_s"] / seconds,
-                "speedup_vs_1x2": local[2]["fit_s"] / seconds,
-                **figures,
-                "cost_model": table,
-                "workers_kept_busy": kept,
-            }
-            report(value, results["runs"][value], local[1]["accuracy"])
+        runs = [("digits, MLPClassifier(max_iter=20)", digits(), digits_mlp, 20)]
+        if mnist_data is not None:
+            runs = [
+                ("MNIST 8,000/2,000, MLP 784-256-128-10", mnist_data, mnist_mlp, 8),
+                ("MNIST 8,000/2,000, MLP 784-256-128-10", mnist_data, mnist_mlp, 15),
+                *runs,
+            ]
+        for name, data, make, epochs in runs:
+            table = accuracy_rows(client, name, data, make, epochs, sync_values, seeds)
+            results["accuracy"][f"{name}, {epochs} epochs"] = table
+        if mnist_data is not None:
+            X_train, y_train = mnist_data[:2]
+            n_params = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+            for value in sync_values:
+                model, _ = fit_parallel(client, mnist_mlp(2, seeds[0]), X_train, y_train, value)
+                figures = sync_figures(model)
+                figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
+                table, kept = cost_model(figures, value, len(X_train), 128)
+                print_cost_model(value, table, kept)
+                results["cost_model"][str(value)] = {
+                    **figures,
+                    "table": table,
+                    "workers_kept_busy": kept,
+                }
     finally:
         client.close()
         cluster.close()
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2, default=float))
     return results
-
-
-def report(value, run, local_accuracy):
-    print(
-        f"2 workers x 1 thread, sync_every={value}: fit {run['fit_s']:6.1f} s, test accuracy "
-        f"{run['accuracy']:.4f} ({100 * (run['accuracy'] - local_accuracy):+.2f} points); "
-        f"speed-up {run['speedup_vs_1x1']:.2f}x over 1x1, {run['speedup_vs_1x2']:.2f}x over 1x2"
-    )
-    print(
-        f"  {run['n_syncs']} synchronizations: {run['bytes_out'] / 1e6:.2f} MB out, "
-        f"{run['bytes_back'] / 1e6:.2f} MB back each ({run['state_bytes'] / 1e6:.2f} MB a "
-        f"replica); {1e3 * run['sync_s']:.1f} ms each outside compute; compute "
-        f"{1e3 * run['compute_per_batch_s']:.2f} ms a batch"
-    )
-    print("  cost model, 10 Gbit/s:  K  compute/sync  sync     busy  speed-up")
-    for row in run["cost_model"]:
-        print(
-            f"  {row['workers']:>24}  {1e3 * row['compute_s']:9.1f} ms  "
-            f"{1e3 * row['sync_s']:6.1f} ms  {row['busy']:5.0%}  {row['speedup']:6.1f}x"
-        )
-    print(
-        f"  -> sync_every={value} keeps up to {run['workers_kept_busy']} workers "
-        "at least half busy"
-    )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import types
 import numpy as np
 
 from sknet.distributed._exchange import RunAborted, abort, forget, install
+from sknet.distributed._nccl import forget as forget_communicators
 from sknet.distributed._worker import (
     EpochPlan,
     _dask_shard,
@@ -219,7 +220,19 @@ class _Driver:
         self._dask_X = X  # keeps the blocks (and their graph) alive
 
     def _put(self, shard, worker):
-        """The shard's rows and the replica's template, on ``worker``."""
+        """The shard's rows and the replica's template on ``worker``, or another if it died."""
+        for attempt in range(_MAX_RETRIES + 1):
+            try:
+                return self._put_on(shard, worker)
+            except Exception:
+                if worker in self.client.nthreads() or attempt == _MAX_RETRIES:
+                    raise
+                if not self.retry:
+                    self._give_up([worker])
+                worker = self._replacement(worker)
+                self.client.run(install, workers=[worker])
+
+    def _put_on(self, shard, worker):
         client, data = self.client, self._data
         sl = slice(shard.start, shard.stop)
         Y = np.asarray(data.Y[sl])
@@ -287,6 +300,8 @@ class _Driver:
         if not self._pending:
             return [results[k] for k in range(len(self.shards))], sent, []
         self._stop_run()
+        alive = set(client.nthreads())  # workers that died together are all known by now
+        lost = sorted(set(lost) | {k for k, s in enumerate(self.shards) if s.worker not in alive})
         return None, sent, lost
 
     def _move(self, lost):
@@ -420,6 +435,7 @@ class _Driver:
                 lambda: self.client.cancel(futures),
                 lambda: self.client.run(_forget, self.fit_id, workers=workers),
                 lambda: self.client.run(forget, self.fit_id, workers=workers),
+                lambda: self.client.run(forget_communicators, self.fit_id, workers=workers),
             ):
                 try:
                     step()

@@ -17,7 +17,11 @@ replicas, worker to worker (:mod:`~sknet.distributed._exchange`). Two ways:
   their parameters, running statistics and optimizer moments by their
   average, weighted by the sample weight each learned from since the last
   one. Every replica steps at every batch, so the optimizer's scalars (Adam's
-  step count) stay the same everywhere.
+  step count) stay the same everywhere, and an epoch makes as many steps as
+  one process's. Adam's averaged second moment is corrected for the extra
+  noise of the replicas' smaller batches
+  (:meth:`_Replica._correct_second_moment`); SGD's update is linear in the
+  gradient and needs nothing.
 
 The state's format (:func:`replica_state`) is shared with the driver, which
 imports it from here.
@@ -34,6 +38,7 @@ from sklearn.utils import check_array
 
 from sknet.backend import get_backend
 from sknet.distributed._exchange import TcpExchange, _distributed
+from sknet.distributed._nccl import collective
 from sknet.engine._optimizers import make_optimizer
 from sknet.engine._trainer import Trainer
 from sknet.engine._types import BackendData
@@ -113,6 +118,7 @@ class _Replica:
         self.alpha, self.clip_norm = template.alpha, template.clip_norm
         self._leaves = [leaf for _, leaf in network.leaves()]
         self._x_buffer = self._ones = None
+        self._gradient_sum = None  # Adam with local steps: the period's sum of gradients
 
     # -- state ------------------------------------------------------------------------
     def load(self, state):
@@ -156,11 +162,15 @@ class _Replica:
         every = plan.sync_every or n_batches
         total = xp.zeros((), dtype=np.float64)
         records, period = [], _Period()
+        self._gradient_sum = None
+        if not gradients and exchange.size > 1 and "vs" in self.optimizer.state_names:
+            self._gradient_sum = xp.zeros_like(trainer.parameters.flat_grads)
         largest = int(plan.counts.max()) if n_batches else 1
         rows_split = contextlib.nullcontext() if gradients else trainer.split_batches(largest)
         with rows_split:
             for b in range(n_batches):
                 a, z = int(starts[b]), int(ends[b])
+                exchange.check()  # stopped by the driver (a lost peer): do not train on
                 if plan.sums[b] != 0:  # a batch of zero weight is skipped, as by one process
                     batch = (order, positions, a, z, float(plan.sums[b]))
                     if gradients:
@@ -204,6 +214,8 @@ class _Replica:
             loss = parameters.add_penalty(loss, self.alpha, sw_sum)
         if self.clip_norm is not None:
             self.backend.clip_by_norm(parameters.flat_grads, self.clip_norm)
+        if self._gradient_sum is not None:
+            self._gradient_sum += parameters.flat_grads
         self.optimizer.step(parameters.grad_segments)
         return loss
 
@@ -242,14 +254,15 @@ class _Replica:
         else:
             flat[...] = 0
             loss = 0.0
-        buffer = np.empty(flat.shape[0] + 1, dtype=flat.dtype)
-        buffer[:-1] = backend.to_numpy(flat)
-        buffer[-1] = float(loss)
+        size = flat.shape[0]
+        buffer = exchange.buffer(size + 1, flat.dtype)  # the gradient, and the loss last
+        exchange.put(buffer, 0, flat)
+        exchange.put(buffer, size, loss)
         period.end_compute()
         exchange.allreduce(("gradients", step), buffer)
         period.end_sync()
-        flat[...] = backend.asarray(buffer[:-1])
-        return self._finish_step(buffer.dtype.type(buffer[-1]), sw_sum)
+        flat[...] = backend.asarray(exchange.get(buffer, 0, size))
+        return self._finish_step(exchange.get(buffer, size, 1)[0], sw_sum)
 
     def _draw(self, n_rows):
         """The random numbers each layer draws for a whole batch of ``n_rows`` rows.
@@ -275,10 +288,50 @@ class _Replica:
         return self._ones[:n_rows]
 
     def _average(self, exchange, step, period):
-        """Replace the synced arrays by their average over the replicas, weighted."""
+        """Replace the synced arrays by their average over the replicas, weighted.
+
+        With Adam, the averaged second moment is then corrected to the one the
+        whole batches would have given (:meth:`_correct_second_moment`).
+        """
         coefficient = period.weight / period.weight_total
-        self._combine(exchange, step, self.synced_arrays(), coefficient)
+        arrays = self.synced_arrays()
+        sums = self._gradient_sum
+        if sums is not None:
+            squares = sums * sums
+            arrays += [sums, squares]
+        self._combine(exchange, step, arrays, coefficient)
+        if sums is not None:
+            self._correct_second_moment(sums, squares, exchange.size)
+            sums[...] = 0
         period.end_sync()
+
+    def _correct_second_moment(self, mean, mean_of_squares, n_replicas):
+        """Take the noise of the replicas' smaller batches out of Adam's second moment.
+
+        A replica's gradient on its part of a batch is the batch's gradient
+        plus more noise: its square overestimates the square of the whole
+        batch's gradient by the spread of the parts (for K equal parts,
+        ``(1 - 1/K)`` times a part's noise variance), so the averaged second
+        moment would shrink Adam's steps by up to ``sqrt(K)``. Over a period,
+        the weighted variance across replicas of their gradient sums,
+        ``mean(S_k^2) - mean(S_k)^2``, estimates that excess summed over the
+        period's steps without bias (the batches' common gradient cancels);
+        it enters the second moment with the weight ``1 - beta_2`` each step's
+        square had, and the result is kept at least ``1/K`` of the average
+        (the noise-only case). The large-batch/small-batch identity of
+        McCandlish et al. (2018), "An empirical model of large-batch
+        training", per coordinate.
+        """
+        optimizer, xp = self.optimizer, self.backend.xp
+        excess = mean_of_squares
+        excess -= mean * mean
+        offset = 0
+        for v in optimizer.vs:
+            size = v.size
+            floor = v / n_replicas
+            v -= (1 - optimizer.beta_2) * excess[offset : offset + size].reshape(v.shape)
+            xp.maximum(v, floor, out=v)
+            offset += size
 
     def _average_layer_states(self, exchange, plan):
         total = float(np.sum(plan.sums))
@@ -286,22 +339,20 @@ class _Replica:
         self._combine(exchange, ("states",), layer_states(self.trainer.network), coefficient)
 
     def _combine(self, exchange, step, arrays, coefficient):
+        """Replace ``arrays`` by the sum over the replicas of ``coefficient`` times theirs."""
         backend = self.backend
-        sizes = [int(a.size) for a in arrays]
-        buffer = np.empty(sum(sizes), dtype=arrays[0].dtype)
+        buffer = exchange.buffer(sum(int(a.size) for a in arrays), arrays[0].dtype)
         offset = 0
-        for array, size in zip(arrays, sizes):
-            np.multiply(
-                backend.to_numpy(array).reshape(-1),
-                coefficient,
-                out=buffer[offset : offset + size],
-            )
-            offset += size
+        for array in arrays:
+            exchange.put(buffer, offset, array, coefficient)
+            offset += array.size
         exchange.allreduce(step, buffer)
         offset = 0
-        for array, size in zip(arrays, sizes):
-            array[...] = backend.asarray(buffer[offset : offset + size].reshape(array.shape))
-            offset += size
+        for array in arrays:
+            array[...] = backend.asarray(exchange.get(buffer, offset, array.size)).reshape(
+                array.shape
+            )
+            offset += array.size
 
 
 class _Period:
@@ -360,8 +411,9 @@ def _run_epoch(shard, template, fit_id, run, index, peers, plan, state, scalars,
     replica = _REPLICAS.get(key)
     if replica is None:
         replica = _REPLICAS[key] = _Replica(shard, template, index, len(peers))
-    exchange = TcpExchange(fit_id, run, index, peers, still_wanted)
-    with replica.backend.device_context():
+    tcp = TcpExchange(fit_id, run, index, peers, replica.backend, still_wanted)
+    with replica.backend.device_context(), contextlib.closing(tcp):
+        exchange = collective(tcp, replica.backend, fit_id)  # NCCL between GPUs
         if state is not None:
             replica.load(state)
         else:

@@ -156,6 +156,23 @@ def test_two_workers_are_reproducible(client, digits, sync_every):
     assert [e["syncs"] for e in epochs] == [per_epoch] * est.max_iter
 
 
+@pytest.mark.parametrize("sync_every", [4, "epoch"])
+def test_periodic_syncs_make_one_processs_steps_and_second_moments(client, digits, sync_every):
+    # Each replica steps on its rows of every batch: as many Adam steps as one process.
+    # Its second moment, from half batches, would overestimate the whole batches' by
+    # their extra noise (1.35 times here) and shrink the steps; the correction from the
+    # replicas' spread takes it back to one process's.
+    X, y = digits
+    est = mlp(dtype="float64", hidden_layer_sizes=(32,), learning_rate_init=0.001, max_iter=6)
+    local = clone(est).fit(X, y)
+    parallel = DataParallel(est, sync_every=sync_every).fit(X, y)
+    assert parallel.estimator_._optimizer.t == local._optimizer.t == 6 * 9
+    ratio = np.concatenate(
+        [(a / b).ravel() for a, b in zip(parallel.estimator_._optimizer.vs, local._optimizer.vs)]
+    )
+    assert 0.9 < np.median(ratio) < 1.1
+
+
 def test_no_model_goes_through_the_client_between_epochs(client, digits):
     # The replicas combine their states worker to worker: after the first epoch (the
     # model sent once), the client sends each epoch's plan and reads one model back,
