@@ -1,5 +1,6 @@
 """The gallery examples run (the quick ones; MNIST ones need the data)."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -79,6 +80,24 @@ def test_plot_learning_curves(tmp_path):
     pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
     out = run_example("plot_learning_curves.py", str(tmp_path / "curves.png"))
     assert "Stopped at epoch" in out and (tmp_path / "curves.png").stat().st_size > 1000
+    # without a path it draws and saves nothing (no file left in the working directory)
+    (tmp_path / "cwd").mkdir()
+    run_example("plot_learning_curves.py", cwd=tmp_path / "cwd")
+    assert not list((tmp_path / "cwd").iterdir())
+
+
+# The examples the documentation build does not run (they need data it lacks) say so
+# on their gallery page, with what they printed when last run on the real data.
+NOT_RUN_IN_THE_DOCS = ["mnist_mlp", "convnet_mnist", "rnn_sequential_mnist", "convnet_cifar"]
+
+
+@pytest.mark.parametrize("name", NOT_RUN_IN_THE_DOCS)
+def test_examples_the_docs_do_not_run_say_why(name):
+    docstring = ast.get_docstring(ast.parse((EXAMPLES / f"{name}.py").read_text()))
+    assert ".. note::" in docstring and "documentation build" in docstring
+    if name != "convnet_cifar":  # never run on CIFAR-10 (no copy where it was written)
+        assert "Test accuracy" in docstring or "test accuracy" in docstring
+        assert ".. image:: /_static/gallery/" in docstring
 
 
 def test_persistence_skops_onnx():
