@@ -129,6 +129,9 @@ _PUBLIC_NAMES = {}
 
 _PYTHON = "https://docs.python.org/3/library/"
 _PROJECTS = {"sklearn", "numpy", "scipy", "joblib", "dask", "dask_ml", "distributed", "skops"}
+# Optional extras the docs build may lack (``make docs`` installs the docs extra only):
+# linked by name, unchecked.
+_OPTIONAL = {"dask", "dask_ml", "distributed"}
 
 
 def _python_url(name, obj):
@@ -150,9 +153,9 @@ def _external_url(target):
         obj = getattr(builtins, target, None)
         return _python_url(target, obj) if obj is not None else None
     obj = _import(target)
-    if obj is None:
+    if obj is None and head not in _OPTIONAL:
         return None
-    is_module = inspect.ismodule(obj)
+    is_module = inspect.ismodule(obj) or "." not in target
     if head == "sklearn":
         if is_module:
             return f"https://scikit-learn.org/stable/api/{target}.html"
