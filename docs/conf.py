@@ -23,7 +23,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
-from sknet_docs import stage_gallery  # noqa: E402
+from sknet_docs import gallery_sections, stage_gallery  # noqa: E402
 
 import sknet  # noqa: E402
 
@@ -64,7 +64,11 @@ html_css_files = ["sknet.css"]
 html_theme_options = {
     "navigation_depth": 2,
     "show_toc_level": 2,
-    "secondary_sidebar_items": ["page-toc", "sourcelink"],
+    # A gallery page is code: its width goes to the code, not to a table of contents.
+    "secondary_sidebar_items": {
+        "**": ["page-toc", "sourcelink"],
+        **{f"auto_examples/{folder}/{name}": [] for name, folder in gallery_sections().items()},
+    },
 }
 # Pages without a section of their own have no navigation panel (it would be empty).
 html_sidebars = {
