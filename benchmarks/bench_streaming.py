@@ -65,9 +65,9 @@ def streaming(est, rows, features):
     X, y = _data(rows, features)
     estimate = estimate_memory(est, X, y)
     data = X.nbytes + rows * 10 * 4
-    working = estimate["activations"] + estimate["workspace"]
-    # Data 1.5x the room the limit leaves them (after the model and a margin).
-    limit = int(estimate.total - estimate["data"] + 0.25 * working + data / 1.5)
+    # Data 1.5x the room the limit leaves them, after the model (the margin the
+    # estimate names is kept free of a GPU's memory, not of max_device_memory).
+    limit = int(estimate.total - estimate["data"] + data / 1.5)
     device_s, where = epoch_times(est, X, y)
     streamed_s, streamed_where = epoch_times(clone(est).set_params(max_device_memory=limit), X, y)
     return {

@@ -146,7 +146,9 @@ def test_a_random_network_trains_the_same_split_over_threads(seed, data, monkeyp
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_random_network_trains_the_same_streamed(seed):
     rng = np.random.RandomState(seed)
-    X = rng.normal(size=(2000, N_FEATURES))  # data larger than the model, to stream
+    # float32 data for a float64 fit: copied, so they stream (data of the fit's dtype
+    # are used in place on the CPU); larger than the model
+    X = rng.normal(size=(2000, N_FEATURES)).astype(np.float32)
     y = X[:, :2] * X[:, 2:4]
     est = make(random_layers(seed, dropout=True), max_iter=2)
     estimate = estimate_memory(est, X, y)

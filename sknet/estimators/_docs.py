@@ -95,7 +95,11 @@ TRAINING_PARAMETERS_DOC = """
         optimizer state and a batch's activations, would not fit, ``fit`` and
         ``partial_fit`` keep the data in host memory and stream them to the
         device in chunks of many batches (``data_placement_``); the model is
-        the same. See :func:`sknet.utils.estimate_memory`.
+        the same. A limit of ``estimate_memory(...).total`` keeps the data on
+        the device (see :func:`sknet.utils.estimate_memory`). On the CPU it
+        bounds what the fit allocates: data already in the fit's dtype are
+        used in place and count nothing; others are converted chunk by chunk
+        within the limit.
 
     dtype : {'float32', 'float64'}, default='float32'
         Floating type of the weights and of the computation.
