@@ -20,12 +20,7 @@ when it decides where ``fit`` and ``partial_fit`` keep their data, so a
 the device.
 """
 
-import contextlib
 import copy
-import gc
-import math
-import re
-import tracemalloc
 from collections.abc import Mapping
 from numbers import Integral, Real
 
@@ -35,15 +30,15 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _num_samples, check_consistent_length
 
-from sknet.backend import Backend, get_backend
+from sknet.backend import get_backend
+from sknet.engine._bytes import format_bytes
 from sknet.engine._optimizers import make_optimizer
+from sknet.engine._probe import PROBE_ROWS, activation_profile, at_rows, largest_true, probe_rows
 from sknet.engine._trainer import Trainer, resolve_batch_size
 
 #: The parts of an estimate, in the order they are shown.
 PARTS = ("data", "parameters", "gradients", "optimizer_state", "activations", "workspace")
 
-#: Rows of the two probe batches (fewer when the fit has fewer training rows).
-PROBE_ROWS = (16, 48)
 #: Share of the measured parts (activations and workspace) that a fit keeps
 #: free beyond an estimate's total in the memory a GPU reports free
 #: (:attr:`MemoryEstimate.margin`): what the measurement on the host cannot
@@ -55,79 +50,6 @@ MARGIN = 0.25
 #: estimate may exceed ``max_device_memory`` by this much and keep the data on
 #: the device, so that a limit of what :func:`estimate_memory` said does.
 TOLERANCE = (0.01, 4096)
-_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_BYTES = re.compile(
-    r"\s*(?P<number>[-+]?(?:[0-9.]*[0-9][0-9.]*(?:e[-+]?[0-9]+)?|nan|inf(?:inity)?))"
-    r"\s*(?:(?P<unit>[kmgt])(?P<binary>i?))?b?\s*",
-    re.IGNORECASE,
-)
-
-
-# -- bytes as people write them ------------------------------------------------------
-def parse_bytes(value, name="max_device_memory"):
-    """Bytes from an int or a string such as ``'8GB'``, ``'512 MiB'`` or ``'1.5e9'``.
-
-    ``k``, ``M``, ``G`` and ``T`` are powers of 1000, ``Ki``, ``Mi``, ``Gi``
-    and ``Ti`` powers of 1024; the ``B`` is optional. Fractions of a byte are
-    dropped.
-
-    Raises
-    ------
-    TypeError
-        If ``value`` is neither an int nor a string.
-    ValueError
-        If the string is not a number of bytes, is not finite, or the value
-        is less than one byte.
-
-    Examples
-    --------
-    >>> parse_bytes("512 MiB"), parse_bytes("1.5e3"), parse_bytes(" 8 GB ")
-    (536870912, 1500, 8000000000)
-    """
-    if isinstance(value, bool) or not isinstance(value, (Integral, str)):
-        raise TypeError(
-            f"{name} must be an int or a string such as '8GB' or '512MiB', got {value!r}"
-        )
-    number = int(value) if isinstance(value, Integral) else _bytes_in(value, name)
-    if number < 1:
-        raise ValueError(f"{name} must be at least 1 byte, got {value!r}")
-    return number
-
-
-def _bytes_in(text, name):
-    """The bytes a string says, for :func:`parse_bytes` (may be below one)."""
-    match = _BYTES.fullmatch(text)
-    try:
-        amount = float(match["number"])
-    except (TypeError, ValueError):  # no match at all, or a number such as '1..2'
-        raise ValueError(
-            f"{name} must be a number of bytes or a string such as '8GB' or '512MiB', got {text!r}"
-        ) from None
-    unit = (match["unit"] or "").lower()
-    amount *= 1024 ** "_kmgt".index(unit) if match["binary"] else _UNITS[unit]
-    if math.isnan(amount):
-        raise ValueError(f"{name} must be a number of bytes, got {text!r} (not a number)")
-    if amount == math.inf:
-        raise ValueError(f"{name} is too large: {text!r} is not a finite number of bytes")
-    return -1 if amount < 1 else int(amount)
-
-
-def format_bytes(n):
-    """``1536`` -> ``'1.5 KiB'``."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def limit_string(n):
-    """A ``max_device_memory`` string of at least ``n`` bytes: ``1536`` -> ``'1.5KiB'``."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{math.ceil(n / size * 10) / 10:g}{unit}"
-    return f"{int(math.ceil(n))}B"
 
 
 # -- the result ------------------------------------------------------------------------
@@ -220,142 +142,6 @@ class MemoryEstimate(Mapping):
             lines.append(f"  {name:<16} {format_bytes(value):>11}")
         lines.append(f"  {'total':<16} {format_bytes(self.total):>11}")
         return "\n".join(lines)
-
-
-# -- measuring a network ---------------------------------------------------------------
-@contextlib.contextmanager
-def _young_garbage_only():
-    """Let the garbage collector see only the objects made in the block.
-
-    The objects that exist already are frozen (:func:`gc.freeze`, cheap), so
-    that the collections of :func:`_traced` cost what the measurement makes,
-    not what the process holds. Where the process froze objects of its own,
-    nothing is frozen (unfreezing would release them too).
-    """
-    freeze = gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
-        yield
-    finally:
-        if freeze:
-            gc.unfreeze()
-
-
-@contextlib.contextmanager
-def _traced():
-    """Bytes allocated in the block: ``'retained'`` at its end and the ``'peak'``.
-
-    The garbage collector runs before the block and is held off in it, so
-    that what it frees of others' garbage does not vary the numbers; what the
-    block leaves unreachable is collected before ``'retained'`` is read.
-    """
-    collecting = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    started = not tracemalloc.is_tracing()
-    if started:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    result = {}
-    try:
-        yield result
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        gc.collect()  # what the block left unreachable is not retained
-        current = tracemalloc.get_traced_memory()[0]
-        result.update(retained=max(current - base, 0), peak=max(peak - base, 0))
-        if started:
-            tracemalloc.stop()
-        if collecting:
-            gc.enable()
-
-
-def _probe_backend(backend):
-    """Where to measure: the host; the xp-generic code when the fit runs on a GPU."""
-    return backend if not backend.separate_memory else Backend("cpu", np)
-
-
-def _run_probe(network, loss, X, Y, sizes, probe, training):
-    """Retained and peak bytes of forward (and backward) passes over ``sizes`` rows.
-
-    The passes run one after the other on one fresh copy of the network, as
-    consecutive batches do.
-    """
-    net = copy.deepcopy(network).to_backend(probe)  # fresh: no buffers yet
-    net_loss = copy.deepcopy(loss)
-    measured = []
-    for n in sizes:
-        Xn, Yn = probe.asarray(X[:n], net.dtype), probe.asarray(Y[:n], net.dtype)
-        with _traced() as used:
-            Z = net.forward(Xn, training=training)
-            if training:
-                _, dZ = net_loss(Z, Yn, None, n)
-                net.backward(dZ)
-                del dZ
-            del Z
-        measured.append((used["retained"], used["peak"]))
-    return measured
-
-
-def _line(sizes, values):
-    """``(fixed, per_row)`` of a straight line through two measurements."""
-    (n1, n2), (m1, m2) = sizes, values
-    per_row = max((m2 - m1) / (n2 - n1), 0.0) if n2 > n1 else m2 / max(n2, 1)
-    return max(m1 - per_row * n1, 0.0), per_row
-
-
-def probe_rows(n_train):
-    """How many rows of the training data the measurement takes (:func:`activation_profile`)."""
-    return max(min(PROBE_ROWS[1], n_train), 1)
-
-
-def activation_profile(network, loss, X, Y, backend):
-    """How activations and workspace grow with the batch, measured on the host.
-
-    ``X`` and ``Y`` are the rows to measure on (:func:`probe_rows` of them).
-    Returns a dict of ``(fixed, per_row)`` lines: ``'activations'`` (what a
-    training pass keeps: layer caches and buffers), ``'workspace'`` (its
-    temporaries beyond that), ``'resize'`` (buffers a smaller batch allocates
-    anew while the larger ones still exist: the time-major buffers of
-    recurrent layers) and ``'evaluation'`` (the peak of an inference pass, for
-    validation chunks).
-    """
-    probe = _probe_backend(backend)
-    n_rows = X.shape[0]
-    small, large = min(PROBE_ROWS[0], max(n_rows // 2, 1)), min(PROBE_ROWS[1], n_rows)
-    sizes = (small, large)
-    with _young_garbage_only():
-        _run_probe(network, loss, X, Y, [large, small], probe, True)  # compiles, fills caches
-        (kept1, peak1), *_ = _run_probe(network, loss, X, Y, [small], probe, True)
-        (kept2, peak2), (_, peak3) = _run_probe(network, loss, X, Y, [large, small], probe, True)
-        infer = [_run_probe(network, loss, X, Y, [n], probe, False)[0] for n in sizes]
-    resized = max(peak3 - (peak1 - kept1), 0) if large > small else 0
-    return {
-        "activations": _line(sizes, [kept1, kept2]),
-        "workspace": _line(sizes, [peak1 - kept1, peak2 - kept2]),
-        "resize": (0.0, resized / small),
-        "evaluation": _line(sizes, [peak for _, peak in infer]),
-    }
-
-
-def largest_true(predicate, high):
-    """The largest ``n`` in ``1..high`` with ``predicate(n)`` (0: none), for a
-    predicate that holds up to some ``n`` and not beyond."""
-    low = 0
-    while low < high:
-        middle = (low + high + 1) // 2
-        if predicate(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def at_rows(line, rows):
-    fixed, per_row = line
-    return fixed + per_row * rows
 
 
 # -- the parts ---------------------------------------------------------------------------

@@ -15,20 +15,16 @@ not fit are written here too: they say what would (a batch size,
 
 from dataclasses import dataclass
 
+from sknet.engine._bytes import format_bytes, limit_string, parse_bytes
 from sknet.engine._memory import (
     MARGIN,
     MemoryEstimate,
-    at_rows,
     data_bytes,
     estimate_memory,
     fit_sizes,
-    format_bytes,
-    largest_true,
-    limit_string,
     model_bytes,
-    parse_bytes,
-    probe_rows,
 )
+from sknet.engine._probe import at_rows, largest_true, probe_rows
 from sknet.engine._types import BackendData, NoRoomForBatch, StreamedData
 
 # One chunk buffer holds at most this many bytes: the first chunk of an epoch is

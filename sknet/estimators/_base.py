@@ -25,8 +25,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sknet import _version
 from sknet.backend import get_backend, is_device_array
+from sknet.engine._bytes import parse_bytes
 from sknet.engine._convergence import ScikitLearnConvergence
-from sknet.engine._memory import parse_bytes
 from sknet.engine._network import Network
 from sknet.engine._placement import (
     out_of_memory_message,

@@ -26,7 +26,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, RNNClassifier
 from sknet.backend import RowStream, get_backend
-from sknet.engine._memory import PARTS, format_bytes, parse_bytes
+from sknet.engine._bytes import format_bytes, parse_bytes
+from sknet.engine._memory import PARTS
 from sknet.exceptions import DeviceMemoryError
 from sknet.layers import Conv2D, Dense, Flatten, MaxPool2D
 from sknet.utils import MemoryEstimate, estimate_memory
