@@ -473,13 +473,8 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     if y is None:
         y = _default_targets(estimator, n_rows)
     _check_lengths(X, y, sample_weight, X_val, y_val)
-    probe = clone(estimator)
-    probe._validate_params()
-    probe._check_params()
+    probe, X_rows, Y_rows = _built_probe(estimator, X, y, n_rows)
     backend = get_backend(probe.device)
-    X_rows, y_rows = _probe_sample(X, y, n_rows, is_classifier(probe))
-    X_rows, Y_rows = probe._validate_input(X_rows, y_rows, incremental=False, reset=True)
-    probe._initialize(X_rows.shape[1], Y_rows.shape[1], get_backend("cpu"), check_random_state(0))
     trainer = Trainer(probe.network_, probe._loss, alpha=probe.alpha)
     lbfgs = probe.solver == "lbfgs"
     optimizer = None if lbfgs else make_optimizer(probe, trainer)
@@ -510,6 +505,17 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
         probe=(X_rows[: probe_rows(n_train)], Y_rows[: probe_rows(n_train)]),
     )
     return sizes.estimate(batch_size)
+
+
+def _built_probe(estimator, X, y, n_rows):
+    """A clone of ``estimator`` built on the host from rows that show every class."""
+    probe = clone(estimator)
+    probe._validate_params()
+    probe._check_params()
+    X_rows, y_rows = _probe_sample(X, y, n_rows, is_classifier(probe))
+    X_rows, Y_rows = probe._validate_input(X_rows, y_rows, incremental=False, reset=True)
+    probe._initialize(X_rows.shape[1], Y_rows.shape[1], get_backend("cpu"), check_random_state(0))
+    return probe, X_rows, Y_rows
 
 
 def _described(a):

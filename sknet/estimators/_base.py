@@ -12,7 +12,6 @@ validation set is scored.
 """
 
 import copy
-import warnings
 from abc import abstractmethod
 from numbers import Integral, Real
 
@@ -23,7 +22,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from sknet import _version
 from sknet.backend import get_backend, is_device_array
 from sknet.engine._bytes import parse_bytes
 from sknet.engine._convergence import ScikitLearnConvergence
@@ -40,11 +38,12 @@ from sknet.engine._validation import (
     validation_split,
 )
 from sknet.engine._warm_start import check_same_network, network_signature
+from sknet.estimators._persistence import PersistenceMixin
 from sknet.estimators._training import STOCHASTIC_SOLVERS, train
-from sknet.exceptions import DeviceMemoryError, SknetVersionWarning
+from sknet.exceptions import DeviceMemoryError
 
 
-class BaseNeuralNetwork(BaseEstimator):
+class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
     """Base class of sknet's estimators; not meant to be used directly.
 
     Subclasses implement ``_build_layers``, ``_loss_name``,
@@ -190,20 +189,6 @@ class BaseNeuralNetwork(BaseEstimator):
     @property
     def _np_dtype(self):
         return np.dtype(self.dtype)
-
-    def _place_network(self):
-        """Put the network on its device, or on the CPU when that is missing here."""
-        try:
-            backend = get_backend(self.device_)
-        except ValueError:
-            warnings.warn(
-                f"This {type(self).__name__} was fitted on {self.device_!r}, "
-                "which is not available here; it runs on the CPU instead.",
-                UserWarning,
-            )
-            backend = get_backend("cpu")
-            self.device_ = backend.name
-        self.network_.to_backend(backend)
 
     # -- fit ----------------------------------------------------------------------
     def fit(
@@ -362,26 +347,6 @@ class BaseNeuralNetwork(BaseEstimator):
     def _predict_outputs(self, X):
         """Outputs (after the output activation) for validated ``X``, in chunks."""
         return self.network_.predict(X, output=self._loss.output)
-
-    # -- persistence ------------------------------------------------------------------
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state["_sknet_version"] = _version.__version__
-        return state
-
-    def __setstate__(self, state):
-        version, current = state.pop("_sknet_version", None), _version.__version__
-        if version is not None and version != current:
-            warnings.warn(
-                f"This {type(self).__name__} was saved with sknet {version} and is "
-                f"loaded with sknet {current}; it may not work as before. "
-                "Refit it with this version to be sure.",
-                SknetVersionWarning,
-            )
-        super().__setstate__(state)
-        if "network_" in self.__dict__:
-            # Placed once, here: predictions never move the network (thread-safe).
-            self._place_network()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
