@@ -21,14 +21,17 @@ the last replica ready to all replicas done), the bytes one replica sends
 the others per synchronization and the bytes through the client per
 synchronization (``epoch_history_``: the epoch's plan out, one model back).
 
-The cost model (MNIST MLP): a synchronization with K workers costs
-``latency + 2 (K - 1) / K x S / bandwidth`` (a reduce-scatter and an
-all-gather over a 10 Gbit/s network; S = the gradient for ``sync_every=1``,
-the averaged state otherwise), against the training between two
-synchronizations (a batch of B/K rows per worker, ``sync_every`` of them, or
-the epoch's). The driver of the previous design, a parameter server on the
-client, moved ``2 K x state`` through one link per synchronization with a
-measured ~45 ms of fixed latency; it is printed alongside.
+The sum over the replicas alone (the synchronization's primitive) is timed
+for 10 values, the MLP's gradient and its averaged state. The cost model
+(MNIST MLP): a synchronization with K workers costs
+``latency + 2 (K - 1) / K x S / bandwidth`` (the fixed latency measured for
+10 values; a reduce-scatter and an all-gather over a 10 Gbit/s network; S =
+the gradient for ``sync_every=1``, the averaged state otherwise), against the
+training between two synchronizations (a batch of B/K rows per worker,
+``sync_every`` of them, or the epoch's). The driver of the previous design, a
+parameter server on the client, moved ``2 K x state`` through one link per
+synchronization with a measured ~45 ms of fixed latency; it is printed
+alongside.
 
     python benchmarks/bench_data_parallel.py --mnist-dir DIR [--seeds 0,1,2]
         [--sync-every 1,8,epoch] [--json PATH]
@@ -188,17 +191,56 @@ def accuracy_rows(client, name, data, make, epochs, sync_values, seeds):
     return table
 
 
+def _time_allreduce(rank, peers, n_values, repeats, run):
+    """On a worker: the median seconds of a sum of ``n_values`` float32 over the replicas."""
+    import distributed
+
+    from sknet.backend import get_backend
+    from sknet.distributed._exchange import TcpExchange
+
+    exchange = TcpExchange("sknet-bench-allreduce", run, rank, peers, get_backend("cpu"))
+    buffer = np.ones(n_values, dtype=np.float32)
+    distributed.secede()  # waits for its peer
+    seconds = []
+    try:
+        for step in range(repeats):
+            start = time.perf_counter()
+            exchange.allreduce(step, buffer)
+            seconds.append(time.perf_counter() - start)
+    finally:
+        exchange.close()
+    return float(np.median(seconds[1:]))
+
+
+def allreduce_latency(client, sizes, repeats=50):
+    """The sum over two replicas, alone: the median seconds for each buffer size."""
+    from sknet.distributed._exchange import install
+
+    peers = sorted(client.nthreads())
+    client.run(install)
+    times = {}
+    for run, n in enumerate(sizes):
+        futures = [
+            client.submit(
+                _time_allreduce, k, peers, n, repeats, run, workers=[peers[k]], pure=False
+            )
+            for k in range(len(peers))
+        ]
+        times[n] = max(f.result() for f in futures)
+    return times
+
+
 def cost_model(figures, sync_every, n_rows, batch_size):
     """Workers kept at least half busy on a 10 Gbit/s network, per count of workers K.
 
     The compute between two synchronizations shrinks with K (each worker
-    trains B/K rows of each batch); the synchronization costs the latency
-    measured here (loopback, an upper bound for its fixed part) and the
+    trains B/K rows of each batch); the synchronization costs the fixed
+    latency measured here (a sum of a few values over the replicas) and the
     transfer of a reduce-scatter and an all-gather. The previous driver's row:
     ``PARAMETER_SERVER_LATENCY + 2 K state / bandwidth`` per synchronization.
     """
     t_batch_two = figures["compute_per_batch_s"]  # a batch's part on one of 2 workers
-    latency, payload = figures["sync_s"], figures["bytes_between_workers"]
+    latency, payload = figures["fixed_latency_s"], figures["bytes_between_workers"]
     per_epoch = -(-n_rows // batch_size)
     steps = per_epoch if sync_every == "epoch" else int(sync_every)
     table = []
@@ -265,13 +307,20 @@ def main(argv=None):
         for name, data, make, epochs in runs:
             table = accuracy_rows(client, name, data, make, epochs, sync_values, seeds)
             results["accuracy"][f"{name}, {epochs} epochs"] = table
+        n_params = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+        sizes = (10, n_params + 1, 5 * n_params)
+        latency = allreduce_latency(client, sizes)
+        print("\nA sum over the 2 replicas, alone (median of 50):")
+        for n, label in zip(sizes, ("10 values", "the MLP's gradient", "its averaged state")):
+            print(f"  {label:20} {4 * n / 1e6:6.2f} MB  {1e3 * latency[n]:6.2f} ms")
+        results["allreduce_seconds"] = {str(n): t for n, t in latency.items()}
         if mnist_data is not None:
             X_train, y_train = mnist_data[:2]
-            n_params = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
             for value in sync_values:
                 model, _ = fit_parallel(client, mnist_mlp(2, seeds[0]), X_train, y_train, value)
                 figures = sync_figures(model)
                 figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
+                figures["fixed_latency_s"] = latency[10]
                 table, kept = cost_model(figures, value, len(X_train), 128)
                 print_cost_model(value, table, kept)
                 results["cost_model"][str(value)] = {

@@ -200,9 +200,19 @@ class TcpExchange:
         self.bytes_sent += sum(int(a.nbytes) for a in outgoing.values())
         return received
 
+    @property
+    def kind(self):
+        """How the arrays travel: ``'sockets'``, ``'dask'`` messages, ``'none'`` (one replica)."""
+        if self.size == 1:
+            return "none"
+        return "sockets" if self._direct_allowed() else "dask"
+
+    def _direct_allowed(self):
+        return all(p.startswith("tcp://") for p in self.peers)
+
     def _direct_channels(self):
         """This run's sockets to the other replicas (None on a TLS cluster: Dask's comms)."""
-        if self._channels is None and all(p.startswith("tcp://") for p in self.peers):
+        if self._channels is None and self._direct_allowed():
             self._channels = _Channels(self)
         return self._channels
 

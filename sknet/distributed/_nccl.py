@@ -63,6 +63,8 @@ def forget(fit_id):
 class NcclExchange:
     """Sums over the replicas of device arrays, by NCCL; the same interface as TcpExchange."""
 
+    kind = "nccl"
+
     def __init__(self, exchange, backend, nccl, communicator):
         self.tcp, self.backend = exchange, backend
         self.nccl, self.communicator = nccl, communicator

@@ -21,7 +21,8 @@ replicas, worker to worker (:mod:`~sknet.distributed._exchange`). Two ways:
   one process's. Adam's averaged second moment is corrected for the extra
   noise of the replicas' smaller batches
   (:meth:`_Replica._correct_second_moment`); SGD's update is linear in the
-  gradient and needs nothing.
+  gradient and needs nothing. (The driver runs the model's first epoch as
+  ``'gradients'`` whatever ``sync_every``: a warm-up.)
 
 The state's format (:func:`replica_state`) is shared with the driver, which
 imports it from here.
@@ -425,6 +426,7 @@ def _run_epoch(shard, template, fit_id, run, index, peers, plan, state, scalars,
             "records": records,
             "seconds": time.perf_counter() - started,
             "device": replica.backend.name,
+            "transport": exchange.kind,
         }
         if want_state:
             result["state"] = replica.dump()

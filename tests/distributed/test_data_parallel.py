@@ -145,15 +145,17 @@ def test_two_workers_are_reproducible(client, digits, sync_every):
     assert_same_model(a.estimator_, b.estimator_)
     assert a.shard_rows_ == [898, 899] and len(a.workers_) == 2
     assert a.score(X, y) > 0.5
-    # 1797 rows make 9 batches of 200 an epoch: synchronized once, or after 3, 6 and 9
+    # 1797 rows make 9 batches of 200 an epoch: synchronized after each in the first
+    # epoch (the warm-up), then once an epoch, or after batches 3, 6 and 9
     per_epoch = 1 if sync_every == "epoch" else 3
-    assert len(a.sync_history_) == per_epoch * est.max_iter
-    row = a.sync_history_[0]
-    assert row["bytes_between_workers"] > 0 and row["retries"] == 0
-    assert row["batches"] == (9 if sync_every == "epoch" else 3)
-    assert row["compute_seconds"] > 0 and row["seconds"] >= 0
     epochs = a.epoch_history_
-    assert [e["syncs"] for e in epochs] == [per_epoch] * est.max_iter
+    assert [e["syncs"] for e in epochs] == [9] + [per_epoch] * (est.max_iter - 1)
+    assert len(a.sync_history_) == 9 + per_epoch * (est.max_iter - 1)
+    assert [row["batches"] for row in a.sync_history_[:9]] == [1] * 9
+    row = a.sync_history_[9]
+    assert row["epoch"] == 2 and row["batches"] == (9 if sync_every == "epoch" else 3)
+    assert row["bytes_between_workers"] > 0 and row["retries"] == 0
+    assert row["compute_seconds"] > 0 and row["seconds"] >= 0
 
 
 @pytest.mark.parametrize("sync_every", [4, "epoch"])
@@ -187,6 +189,49 @@ def test_no_model_goes_through_the_client_between_epochs(client, digits):
         assert all(e["bytes_sent"] < state / 2 for e in later)  # plans, no model
         # one replica's model and Adam's two moments, whatever the synchronizations
         assert all(3 * state <= e["bytes_received"] < 3.5 * state for e in later)
+
+
+@pytest.fixture(scope="module")
+def three_threads():
+    """A Client of 3 in-process workers (threads) talking TCP: the sums over 3 replicas."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(
+            n_workers=3,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+        client = distributed.Client(cluster, set_as_default=False)
+    try:
+        yield client
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            client.close()
+            cluster.close()
+
+
+def test_three_replicas_by_reduce_scatter_and_by_dask_messages(three_threads, digits, monkeypatch):
+    from sknet.distributed import _exchange
+
+    X, y = digits
+    est = mlp(dtype="float64", max_iter=2, dropout=0.2)
+    local = clone(est).fit(X, y)
+    monkeypatch.setattr(_exchange, "_ONE_ROUND_BYTES", 0)  # reduce-scatter, all-gather
+    parallel = DataParallel(est, client=three_threads, sync_every=1).fit(X, y)
+    assert len(parallel.shard_rows_) == 3
+    assert {e["transport"] for e in parallel.epoch_history_} == {"sockets"}
+    assert_same_model(parallel.estimator_, local, rtol=1e-10)
+    # what a cluster whose comms are not plain TCP does: the arrays as Dask messages
+    monkeypatch.setattr(_exchange.TcpExchange, "_direct_allowed", lambda self: False)
+    by_messages = DataParallel(est, client=three_threads, sync_every=1).fit(X, y)
+    assert {e["transport"] for e in by_messages.epoch_history_} == {"dask"}
+    assert_same_model(by_messages.estimator_, parallel.estimator_)
+    averaged = DataParallel(est, client=three_threads, sync_every=2).fit(X, y)
+    assert averaged.estimator_._optimizer.t == local._optimizer.t
 
 
 def test_dask_blocks_stay_on_the_workers(client, digits, monkeypatch):
@@ -413,6 +458,11 @@ def test_replicas_train_on_the_workers_gpus(digits):
         parallel = DataParallel(mlp(device="cuda"), client=gpu_client).fit(X, y)
         assert set(parallel.worker_devices_) == {"cuda:0"}  # each worker's own GPU
         assert parallel.estimator_.device_ == "cpu" and parallel.score(X, y) > 0.5
+        if len(parallel.shard_rows_) > 1:  # two GPUs or more: NCCL between them
+            est = mlp(device="cuda", dtype="float64")
+            exact = DataParallel(est, client=gpu_client, sync_every=1).fit(X, y)
+            assert {e["transport"] for e in exact.epoch_history_} == {"nccl"}
+            assert_same_model(exact.estimator_, clone(est).fit(X, y), rtol=1e-8)
     finally:
         gpu_client.close()
         cluster.close()
