@@ -15,10 +15,11 @@ thread), for ``sync_every`` = 1, 8 and ``'epoch'`` (or those given):
 
 Each row gives the test accuracy and its difference from one process (the
 mean over ``--seeds``; ``sync_every=1`` trains one process's model, so its
-difference is 0 up to float rounding), and for DataParallel the fit time,
-the synchronizations, their median cost (``sync_history_['seconds']``: from
-the last replica ready to all replicas done), the bytes one replica sends
-the others per synchronization and the bytes through the client per
+difference is 0 up to float rounding), and for DataParallel the fit time and,
+after the first epoch (which synchronizes every batch whatever the setting),
+the synchronizations an epoch, their median cost (``sync_history_['seconds']``:
+from the last replica ready to all replicas done), the bytes one replica
+sends the others per synchronization and the bytes through the client per
 synchronization (``epoch_history_``: the epoch's plan out, one model back).
 
 The sum over the replicas alone (the synchronization's primitive) is timed
@@ -126,10 +127,13 @@ def fit_parallel(client, est, X, y, sync_every):
 
 
 def sync_figures(model):
-    """Per synchronization: its cost, bytes between workers and through the client."""
-    syncs, epochs = model.sync_history_, model.epoch_history_
+    """Per synchronization after the first epoch: its cost, bytes between workers and
+    through the client (the first epoch synchronizes every batch and sends the model out)."""
+    epochs = model.epoch_history_
+    later = epochs[1:] or epochs
+    steady = {e["epoch"] for e in later}
+    syncs = [r for r in model.sync_history_ if r["epoch"] in steady]
     n_syncs = max(len(syncs), 1)
-    later = epochs[1:] or epochs  # the first epoch also sends the model out once
     client = sum(e["bytes_sent"] + e["bytes_received"] for e in later)
     batches = sum(r["batches"] for r in syncs) or 1
     return {
@@ -141,7 +145,7 @@ def sync_figures(model):
         "client_bytes_per_sync": client / max(sum(e["syncs"] for e in later), 1),
         "client_bytes_per_epoch": client / len(later),
         "compute_per_batch_s": float(np.sum([r["compute_seconds"] for r in syncs]) / batches),
-        "syncs_per_epoch": n_syncs / len(epochs),
+        "syncs_per_epoch": n_syncs / len(later),
     }
 
 
@@ -317,7 +321,7 @@ def main(argv=None):
         if mnist_data is not None:
             X_train, y_train = mnist_data[:2]
             for value in sync_values:
-                model, _ = fit_parallel(client, mnist_mlp(2, seeds[0]), X_train, y_train, value)
+                model, _ = fit_parallel(client, mnist_mlp(3, seeds[0]), X_train, y_train, value)
                 figures = sync_figures(model)
                 figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
                 figures["fixed_latency_s"] = latency[10]

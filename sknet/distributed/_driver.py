@@ -104,7 +104,7 @@ class _Driver:
         self.shards, self.devices = [], []
         self.history, self.epochs = [], []
         self.failure = None
-        self._epoch = self._run = 0
+        self._epoch = self._run = self._link = 0
         self._synced = None  # the model read back after the last epoch
         self._pending = {}
 
@@ -277,6 +277,7 @@ class _Driver:
                 shard.template,
                 self.fit_id,
                 self._run,
+                self._link,
                 k,
                 peers,
                 plans[k],
@@ -343,6 +344,7 @@ class _Driver:
     def _stop_run(self):
         """Stop the replicas of the current run and wait until none is still training."""
         client, futures = self.client, self._pending
+        self._link += 1  # the next run opens new channels between the replicas
         workers = sorted({s.worker for s in self.shards} & set(client.nthreads()))
         client.run(abort, self.fit_id, self._run, workers=workers, on_error="ignore")
         deadline = time.monotonic() + _WAIT_FOR_WORKER_SECONDS

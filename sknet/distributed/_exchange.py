@@ -53,6 +53,9 @@ _MAILBOX = {}
 _ABORTED = {}
 #: This process's Dask workers (one per process, or several in a threaded cluster).
 _WORKERS = {}
+#: The open channels of this process's replicas, by (fit id, link, rank): kept from one
+#: epoch to the next while the driver's runs succeed.
+_CHANNELS = {}
 
 
 class RunAborted(RuntimeError):
@@ -81,21 +84,31 @@ def install(dask_worker=None):
 
 
 def abort(fit_id, run):
-    """Stop the replicas of ``fit_id`` that wait in run ``run`` or an earlier one."""
+    """Stop the replicas of ``fit_id`` that wait in run ``run`` or an earlier one.
+
+    Their channels close too: the driver's next run comes with a new ``link``.
+    """
     with _MAIL:
         _ABORTED[fit_id] = max(run, _ABORTED.get(fit_id, -1))
         for key in [key for key in _MAILBOX if key[0] == fit_id and key[1][0] <= run]:
             del _MAILBOX[key]
         _MAIL.notify_all()
+    _close_channels(fit_id)
 
 
 def forget(fit_id):
-    """Drop the messages and the abort marks of a fit that ended."""
+    """Drop the messages, channels and abort marks of a fit that ended."""
     with _MAIL:
         for key in [key for key in _MAILBOX if key[0] == fit_id]:
             del _MAILBOX[key]
         _ABORTED.pop(fit_id, None)
         _MAIL.notify_all()
+    _close_channels(fit_id)
+
+
+def _close_channels(fit_id):
+    for key in [key for key in _CHANNELS if key[0] == fit_id]:
+        _CHANNELS.pop(key).close()
 
 
 class TcpExchange:
@@ -115,10 +128,14 @@ class TcpExchange:
         The replica's: arrays come to the host through it.
     still_wanted : callable
         Returns False when the driver no longer waits for this run.
+    link : int
+        The driver's count of failed runs: runs with the same ``link`` keep
+        the channels the first of them opened.
     """
 
-    def __init__(self, fit_id, run, rank, peers, backend, still_wanted=lambda: True):
+    def __init__(self, fit_id, run, rank, peers, backend, still_wanted=lambda: True, link=0):
         self.fit_id, self.run, self.rank = fit_id, run, rank
+        self.link = link
         self.backend = backend
         self.peers = list(peers)
         self.size = len(self.peers)
@@ -135,9 +152,11 @@ class TcpExchange:
     def put(self, buffer, start, array, coefficient=None):
         """Copy a backend ``array`` (times ``coefficient``) into ``buffer`` from ``start``."""
         part = buffer[start : start + np.size(array)]
-        part[...] = np.reshape(self.backend.to_numpy(array), -1)
-        if coefficient is not None:
-            part *= coefficient
+        values = np.reshape(self.backend.to_numpy(array), -1)
+        if coefficient is None:
+            part[...] = values
+        else:
+            np.multiply(values, coefficient, out=part)
 
     def get(self, buffer, start, size):
         """The values ``start:start + size`` of ``buffer`` (to copy back with ``asarray``)."""
@@ -211,16 +230,18 @@ class TcpExchange:
         return all(p.startswith("tcp://") for p in self.peers)
 
     def _direct_channels(self):
-        """This run's sockets to the other replicas (None on a TLS cluster: Dask's comms)."""
+        """The sockets to the other replicas (None on a TLS cluster: Dask's comms)."""
         if self._channels is None and self._direct_allowed():
-            self._channels = _Channels(self)
+            key = (self.fit_id, self.link, self.rank)
+            channels = _CHANNELS.get(key)
+            if channels is None or not channels.sockets:
+                channels = _CHANNELS[key] = _Channels(self)
+            self._channels = channels
         return self._channels
 
     def close(self):
-        """Close this run's direct channels (a stopped run: their threads end too)."""
-        if self._channels is not None:
-            self._channels.close()
-            self._channels = None
+        """The end of the run: the channels stay open for the next one."""
+        self._channels = None
 
     def _send(self, messages):
         distributed = _distributed()

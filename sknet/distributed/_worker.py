@@ -391,7 +391,7 @@ class _Period:
         return row
 
 
-def _run_epoch(shard, template, fit_id, run, index, peers, plan, state, scalars, want_state):
+def _run_epoch(shard, template, fit_id, run, link, index, peers, plan, state, scalars, want_state):
     """On a worker: one epoch of this shard's replica, in step with the other replicas.
 
     ``state`` (the driver's model, when it changed or the replica is new) or
@@ -412,7 +412,7 @@ def _run_epoch(shard, template, fit_id, run, index, peers, plan, state, scalars,
     replica = _REPLICAS.get(key)
     if replica is None:
         replica = _REPLICAS[key] = _Replica(shard, template, index, len(peers))
-    tcp = TcpExchange(fit_id, run, index, peers, replica.backend, still_wanted)
+    tcp = TcpExchange(fit_id, run, index, peers, replica.backend, still_wanted, link)
     with replica.backend.device_context(), contextlib.closing(tcp):
         exchange = collective(tcp, replica.backend, fit_id)  # NCCL between GPUs
         if state is not None:
