@@ -35,10 +35,11 @@ synchronization with a measured ~45 ms of fixed latency; it is printed
 alongside.
 
     python benchmarks/bench_data_parallel.py --mnist-dir DIR [--seeds 0,1,2]
-        [--sync-every 1,8,epoch] [--json PATH]
+        [--sync-every 1,8,epoch] [--epochs N] [--json PATH]
 
 Without the MNIST files (``--mnist-dir`` or ``SKNET_MNIST_DIR``) only the
-digits rows run.
+digits rows run (and the cost model is the digits MLP's). ``--epochs N`` runs
+every data set N epochs, once: a quick check.
 """
 
 import argparse
@@ -268,7 +269,7 @@ def cost_model(figures, sync_every, n_rows, batch_size):
 
 
 def print_cost_model(value, table, kept):
-    print(f"\n  cost model, sync_every={value}, 10 Gbit/s:")
+    print(f"\n  cost model, 10 Gbit/s, sync_every={value}:")
     print("       K  compute/sync     sync    busy  speed-up   (parameter server: busy)")
     for row in table:
         print(
@@ -284,6 +285,9 @@ def main(argv=None):
     parser.add_argument("--mnist-dir", default=None)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--sync-every", default="1,8,epoch")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="every row this many epochs (a quick run)"
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     from dask.distributed import Client, LocalCluster
@@ -295,43 +299,60 @@ def main(argv=None):
     except (FileNotFoundError, ValueError) as exc:
         print(f"note: no MNIST ({exc}); only the digits rows run.")
         mnist_data = None
-    results = {"seeds": seeds, "accuracy": {}, "cost_model": {}}
+    digits_run = ("digits, MLPClassifier(max_iter=20)", digits(), digits_mlp, 20, 200)
+    runs = [digits_run]
+    if mnist_data is not None:
+        name = "MNIST 8,000/2,000, MLP 784-256-128-10"
+        runs = [(name, mnist_data, mnist_mlp, 8, 128), (name, mnist_data, mnist_mlp, 15, 128)]
+        runs.append(digits_run)
+    if args.epochs is not None:  # one row a data set
+        names = [run[0] for run in runs]
+        runs = [
+            (*run[:3], args.epochs, run[4])
+            for i, run in enumerate(runs)
+            if run[0] not in names[:i]
+        ]
+    results = {"seeds": seeds, "accuracy": {}, "runs": {}, "cost_model": {}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # start-up messages of the cluster
         cluster = LocalCluster(**CLUSTER)
         client = Client(cluster)
     try:
-        runs = [("digits, MLPClassifier(max_iter=20)", digits(), digits_mlp, 20)]
-        if mnist_data is not None:
-            runs = [
-                ("MNIST 8,000/2,000, MLP 784-256-128-10", mnist_data, mnist_mlp, 8),
-                ("MNIST 8,000/2,000, MLP 784-256-128-10", mnist_data, mnist_mlp, 15),
-                *runs,
-            ]
-        for name, data, make, epochs in runs:
+        for name, data, make, epochs, _ in runs:
             table = accuracy_rows(client, name, data, make, epochs, sync_values, seeds)
             results["accuracy"][f"{name}, {epochs} epochs"] = table
-        n_params = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+        for value, row in zip(
+            sync_values, results["accuracy"][next(iter(results["accuracy"]))][1:]
+        ):
+            results["runs"][str(value)] = {
+                "fit_s": row["fit_s"],
+                "accuracy": float(np.mean(row["accuracy"])),
+            }
+        name, data, make, _, batch_size = runs[0]  # the cost model's network
+        X_train, y_train = data[:2]
+        models = {
+            v: fit_parallel(client, make(3, seeds[0]), X_train, y_train, v)[0] for v in sync_values
+        }
+        n_params = sum(
+            int(p.size) for p in next(iter(models.values())).estimator_.network_.params()
+        )
         sizes = (10, n_params + 1, 5 * n_params)
         latency = allreduce_latency(client, sizes)
-        print("\nA sum over the 2 replicas, alone (median of 50):")
-        for n, label in zip(sizes, ("10 values", "the MLP's gradient", "its averaged state")):
+        print(f"\nA sum over the 2 replicas, alone (median of 50), {name}:")
+        for n, label in zip(sizes, ("10 values", "the gradient", "the averaged state")):
             print(f"  {label:20} {4 * n / 1e6:6.2f} MB  {1e3 * latency[n]:6.2f} ms")
         results["allreduce_seconds"] = {str(n): t for n, t in latency.items()}
-        if mnist_data is not None:
-            X_train, y_train = mnist_data[:2]
-            for value in sync_values:
-                model, _ = fit_parallel(client, mnist_mlp(3, seeds[0]), X_train, y_train, value)
-                figures = sync_figures(model)
-                figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
-                figures["fixed_latency_s"] = latency[10]
-                table, kept = cost_model(figures, value, len(X_train), 128)
-                print_cost_model(value, table, kept)
-                results["cost_model"][str(value)] = {
-                    **figures,
-                    "table": table,
-                    "workers_kept_busy": kept,
-                }
+        for value, model in models.items():
+            figures = sync_figures(model)
+            figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
+            figures["fixed_latency_s"] = latency[10]
+            table, kept = cost_model(figures, value, len(X_train), batch_size)
+            print_cost_model(value, table, kept)
+            results["cost_model"][str(value)] = {
+                **figures,
+                "table": table,
+                "workers_kept_busy": kept,
+            }
     finally:
         client.close()
         cluster.close()
