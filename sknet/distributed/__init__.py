@@ -1,9 +1,12 @@
 """One sknet model trained on data spread over a Dask cluster.
 
 What it holds: the public API (:class:`DataParallel`, :class:`WorkerLostError`)
-in :mod:`~sknet.distributed._data_parallel`, the driver that runs a fit's
-periods from the client (:mod:`~sknet.distributed._driver`) and what runs on
-each worker (:mod:`~sknet.distributed._worker`).
+in :mod:`~sknet.distributed._data_parallel`, what a fit trains on
+(:mod:`~sknet.distributed._inputs`), the driver that runs a fit's epochs from
+the client (:mod:`~sknet.distributed._driver`), what runs on each worker
+(:mod:`~sknet.distributed._worker`) and how the replicas add up their arrays,
+worker to worker (:mod:`~sknet.distributed._exchange`; NCCL between GPUs in
+:mod:`~sknet.distributed._nccl`).
 
 What it may import: :mod:`sknet.estimators`, :mod:`sknet.engine` and below.
 Dask itself is imported only when a fit runs (``pip install
