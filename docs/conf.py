@@ -46,7 +46,7 @@ exclude_patterns = ["_build", "_ext", "auto_examples/**/*.ipynb", "auto_examples
 # documentation when the object imports.
 nitpicky = True
 # MemoryEstimate.margin's docstring names a private constant of sknet.engine._memory.
-nitpick_ignore = [("py:data", "MARGIN")]
+nitpick_ignore = []
 autosummary_generate = True
 templates_path = ["_templates"]  # class pages: no scikit-learn base members, public bases
 autodoc_typehints = "none"  # numpydoc's sections say the types

@@ -3,8 +3,9 @@
 from sknet import _legacy, callbacks, layers, losses
 from sknet import exceptions as exceptions  # sknet.exceptions after `import sknet`
 from sknet._version import __version__
-from sknet.engine._network import Network
-from sknet.engine._optimizers import SGD, Adam
+from sknet.engine._network import Network as _Network
+from sknet.engine._optimizers import SGD as _SGD
+from sknet.engine._optimizers import Adam as _Adam
 from sknet.estimators import (
     ConvNetClassifier,
     ConvNetRegressor,
@@ -30,10 +31,10 @@ def _trusted_types():
         NeuralNetRegressor,
         RNNClassifier,
         RNNRegressor,
-        Network,
+        _Network,
         SklearnGlorotUniform,
-        SGD,
-        Adam,
+        _SGD,
+        _Adam,
     ]
     classes += [
         cls
@@ -69,6 +70,7 @@ __all__ = [
     "NeuralNetRegressor",
     "RNNClassifier",
     "RNNRegressor",
+    "SklearnGlorotUniform",
     "TRUSTED_TYPES",
     "__version__",
 ]

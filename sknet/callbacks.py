@@ -28,13 +28,16 @@ import os
 import sys
 import tempfile
 import warnings
-from numbers import Integral, Real
+from numbers import Integral as _Integral
+from numbers import Real as _Real
 
 import joblib
 import numpy as np
 
-from sknet.engine._callbacks import BestWeights, Callback, TrainingState
-from sknet.layers._tree import leaves, set_flags
+from sknet.engine._callbacks import BestWeights as _BestWeights
+from sknet.engine._callbacks import Callback, TrainingState
+from sknet.layers._tree import leaves as _leaves
+from sknet.layers._tree import set_flags as _set_flags
 
 __all__ = [
     "Callback",
@@ -127,7 +130,7 @@ class EarlyStopping(Callback):
         state.check_monitor(self.monitor, "EarlyStopping")
         self._mode = _resolve_mode(self.mode, self.monitor)
         self.best_value_, self.best_epoch_, self.stopped_epoch_ = None, None, None
-        self._wait, self._best = 0, BestWeights()
+        self._wait, self._best = 0, _BestWeights()
 
     def on_epoch_end(self, state, epoch, logs):
         value = logs[self.monitor]
@@ -337,7 +340,7 @@ class TerminateOnNaN(Callback):
     """
 
     def on_train_begin(self, state):
-        self._weights, self._optimizer_state = BestWeights(), None
+        self._weights, self._optimizer_state = _BestWeights(), None
 
     def on_epoch_begin(self, state, epoch):
         self._weights.save(state.network, epoch - 1)
@@ -540,10 +543,10 @@ class Unfreeze(Callback):
         self.lr_scale = lr_scale
 
     def on_train_begin(self, state):
-        if not isinstance(self.epoch, Integral) or isinstance(self.epoch, bool) or self.epoch < 1:
+        if not isinstance(self.epoch, _Integral) or isinstance(self.epoch, bool) or self.epoch < 1:
             raise ValueError(f"Unfreeze: epoch must be a positive int, got {self.epoch!r}")
         if self.lr_scale is not None and (
-            not isinstance(self.lr_scale, Real)
+            not isinstance(self.lr_scale, _Real)
             or isinstance(self.lr_scale, bool)
             or not math.isfinite(self.lr_scale)
             or self.lr_scale <= 0
@@ -554,7 +557,7 @@ class Unfreeze(Callback):
         state.require_optimizer("Unfreeze")
         n = len(state.network.layers)
         if self.layers is not None and not all(
-            isinstance(i, Integral) and not isinstance(i, bool) and -n <= i < n
+            isinstance(i, _Integral) and not isinstance(i, bool) and -n <= i < n
             for i in self.layers
         ):
             raise ValueError(f"Unfreeze: layers={self.layers!r} is out of range for {n} layers")
@@ -568,11 +571,11 @@ class Unfreeze(Callback):
         indices = range(len(layers)) if self.layers is None else self.layers
         for i in indices:
             frozen = [
-                leaf for _, leaf in leaves([layers[i]]) if leaf.params and not leaf.trainable
+                leaf for _, leaf in _leaves([layers[i]]) if leaf.params and not leaf.trainable
             ]
             if not frozen:
                 continue
-            set_flags(layers[i], trainable=True, lr_scale=self.lr_scale)
+            _set_flags(layers[i], trainable=True, lr_scale=self.lr_scale)
             self.unfrozen_.append(i % len(layers))
         if self.unfrozen_:
             state.update_trainable()

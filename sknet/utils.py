@@ -4,10 +4,10 @@ import copy
 
 import numpy as np
 
-from sknet.backend import get_backend
+from sknet.backend import get_backend as _get_backend
 from sknet.engine._memory import MemoryEstimate, estimate_memory
-from sknet.layers._base import build_layer
-from sknet.losses import make_loss
+from sknet.layers._base import build_layer as _build_layer
+from sknet.losses import make_loss as _make_loss
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
 
@@ -104,9 +104,9 @@ def check_layer_gradients(
     True
     """
     rng = np.random.RandomState(random_state)
-    backend = get_backend(device)
+    backend = _get_backend(device)
     built = copy.deepcopy(layer)
-    out_shape = build_layer(built, input_shape, backend=backend, dtype=np.float64, rng=rng)
+    out_shape = _build_layer(built, input_shape, backend=backend, dtype=np.float64, rng=rng)
     X = rng.standard_normal((n_samples,) + tuple(input_shape))
     R = rng.standard_normal((n_samples,) + tuple(out_shape))
 
@@ -207,8 +207,8 @@ def check_loss_gradients(
     True
     """
 
-    loss = make_loss(loss, target_type)
-    backend = get_backend(device) if isinstance(device, str) else device
+    loss = _make_loss(loss, target_type)
+    backend = _get_backend(device) if isinstance(device, str) else device
     rng = np.random.RandomState(random_state)
     Z, Y = _loss_problem(loss, rng, n_samples, n_outputs)
     w = rng.uniform(0.2, 2.0, n_samples)

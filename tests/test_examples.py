@@ -59,7 +59,7 @@ def test_data_parallel():
         pytest.importorskip(module, reason=f"needs {module} (the distributed extra)")
     out = run_example("data_parallel.py")
     assert "2 workers, sync_every='epoch'" in out and "from a Dask array" in out
-    assert "the fitted model is an MLPClassifier: 30 epochs" in out
+    assert "the fitted model is an MLPClassifier" in out
 
 
 def test_transfer_learning_on_digits(tmp_path):
@@ -88,7 +88,14 @@ def test_plot_learning_curves(tmp_path):
 
 # The examples the documentation build does not run (they need data it lacks) say so
 # on their gallery page, with what they printed when last run on the real data.
-NOT_RUN_IN_THE_DOCS = ["mnist_mlp", "convnet_mnist", "rnn_sequential_mnist", "convnet_cifar"]
+NOT_RUN_IN_THE_DOCS = [
+    "mnist_mlp",
+    "convnet_mnist",
+    "rnn_sequential_mnist",
+    "convnet_cifar",
+    "data_parallel",
+    "dask_grid_search",
+]
 
 
 @pytest.mark.parametrize("name", NOT_RUN_IN_THE_DOCS)

@@ -19,7 +19,7 @@ import re
 
 from sknet.backend._activations import ACTIVATIONS, activation_needs_input
 from sknet.backend._base import Backend
-from sknet.backend._numpy import NumpyBackend
+from sknet.backend._numpy import NumpyBackend as _NumpyBackend
 from sknet.backend._streaming import RowStream
 
 __all__ = [
@@ -89,7 +89,7 @@ def _cuda_backend(device_id):
     return CupyBackend(device_id)
 
 
-_NUMPY_BACKEND = NumpyBackend()
+_NUMPY_BACKEND = _NumpyBackend()
 
 
 def get_backend(device="auto"):

@@ -100,6 +100,10 @@ class Backend(RecurrentKernels):
         """A :class:`RowStream` bringing chunks of rows of host ``arrays`` here."""
         return RowStream(self, arrays, dtype, max_rows)
 
+    def nccl(self):
+        """NCCL's bindings for collectives between GPUs; None where there are none (the CPU)."""
+        return None
+
     def random_generator(self, seed):
         """A random generator on this backend, seeded from the host."""
         return self.xp.random.default_rng(seed)

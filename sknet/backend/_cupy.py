@@ -231,6 +231,13 @@ class CupyBackend(Backend):
         with self._device:
             return _PinnedRowStream(self, arrays, dtype, max_rows)
 
+    def nccl(self):
+        try:  # an optional part of CuPy
+            from cupy.cuda import nccl
+        except ImportError:
+            return None
+        return nccl if getattr(nccl, "available", True) else None
+
     def random_generator(self, seed):
         with self._device:
             return cp.random.default_rng(seed)

@@ -14,8 +14,6 @@ leaves its peers blocked in NCCL, which the driver's stop cannot interrupt
 (NCCL's asynchronous error checks and ``abort`` would; to do on a GPU machine).
 """
 
-import importlib
-
 import numpy as np
 
 #: The communicators of this process, by (fit id, the replicas' workers, rank).
@@ -24,13 +22,7 @@ _COMMUNICATORS = {}
 
 def _nccl_module(backend):
     """CuPy's NCCL bindings when ``backend`` is a CUDA one that has them, else None."""
-    if not backend.name.startswith("cuda"):
-        return None
-    try:  # CuPy is loaded by the CUDA backend already; NCCL is an optional part of it
-        nccl = importlib.import_module(backend.xp.__name__ + ".cuda.nccl")
-    except ImportError:
-        return None
-    return nccl if getattr(nccl, "available", True) else None
+    return backend.nccl()
 
 
 def collective(exchange, backend, fit_id):

@@ -96,7 +96,7 @@ class MemoryEstimate(Mapping):
 
     @property
     def margin(self):
-        """Bytes kept free beyond ``total`` on a GPU: :data:`MARGIN` of activations + workspace."""
+        """Bytes kept free beyond ``total`` on a GPU: a quarter of activations + workspace."""
         return int(MARGIN * (self["activations"] + self["workspace"]))
 
     @property

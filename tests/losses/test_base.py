@@ -1,4 +1,4 @@
-"""What a user's loss returns, and which losses an estimator takes (sknet/losses/_base.py, _registry.py).
+"""What a user's loss returns, and which losses an estimator takes (losses/_base, _registry).
 
 Everything a loss returns is checked before anything uses it; a subclass of a
 stock loss runs its own methods; a classifier's loss outputs probabilities
