@@ -33,16 +33,31 @@ def he_uniform(rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
 
 
 class SklearnGlorotUniform:
-    """:func:`glorot_uniform` with the factor of a whole network's activation.
+    """scikit-learn's MLP initialization, with the factor of a whole network's activation.
 
-    scikit-learn picks the factor from the *hidden* activation for every layer,
-    the output layer included; MLPClassifier and MLPRegressor give this
-    initializer to all their Dense layers to start from sklearn's weights.
+    Weights and biases are drawn uniformly in ``+-sqrt(factor / (fan_in +
+    fan_out))``, ``factor = 2`` for a logistic activation and 6 otherwise,
+    weights first, as ``sklearn.neural_network.MLPClassifier`` does (the
+    ``'glorot_uniform'`` ``init`` of :class:`~sknet.layers.Dense`).
+    scikit-learn picks the factor from the *hidden* activation for every
+    layer, the output layer included; :class:`MLPClassifier` and
+    :class:`MLPRegressor` give this initializer to all their Dense layers to
+    start from scikit-learn's weights for the same ``random_state``.
 
     Parameters
     ----------
     activation : str
         The hidden activation of the network.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sknet import SklearnGlorotUniform
+    >>> from sknet.layers import Dense
+    >>> layer = Dense(4, init=SklearnGlorotUniform("relu"))
+    >>> W, b = SklearnGlorotUniform("relu")(np.random.RandomState(0), (3, 4), 4, 3, 4)
+    >>> bool(np.abs(W).max() <= np.sqrt(6 / 7))
+    True
     """
 
     def __init__(self, activation):
