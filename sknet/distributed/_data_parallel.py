@@ -56,7 +56,84 @@ def _estimator_has(name):
     return check
 
 
-class DataParallel(MetaEstimatorMixin, BaseEstimator):
+class _LocalModel:
+    """What a fitted DataParallel answers: its local model's, in this process."""
+
+    def to_local(self):
+        """The fitted sknet estimator (``estimator_``): no Dask needed to use it.
+
+        Returns
+        -------
+        estimator : sknet estimator
+        """
+        check_is_fitted(self)
+        return self.estimator_
+
+    def predict(self, X):
+        """Predict with the fitted model, in this process.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities from the fitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_prob : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Log of the class probabilities from the fitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_y_prob : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict_log_proba(X)
+
+    def score(self, X, y, sample_weight=None):
+        """The estimator's score (accuracy, or R² for regressors) on ``X, y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        return self.estimator_.score(X, y, sample_weight=sample_weight)
+
+    def __sklearn_is_fitted__(self):
+        return "estimator_" in self.__dict__
+
+
+class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     """Train one sknet estimator on the workers of a Dask cluster, in step.
 
     ``fit`` cuts the data into one shard per worker and leaves each shard on
@@ -269,8 +346,8 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
 
     def _run(self, estimator, method, X, y, sample_weight, fit_params):
         da, distributed = _import_distributed()
-        client = self._get_client(distributed)
-        workers = self._pick_workers(client)
+        client = _get_client(self.client, distributed)
+        workers = _pick_workers(client, self.n_workers)
         device = estimator.device
         inputs = _Inputs.prepare(estimator, X, y, sample_weight, fit_params, da, distributed)
         driver = _Driver(client, distributed, estimator, inputs, workers, self)
@@ -299,117 +376,6 @@ class DataParallel(MetaEstimatorMixin, BaseEstimator):
             raise driver.failure
         return self
 
-    def _get_client(self, distributed):
-        client = self.client
-        if client is None:
-            client = self._current_client(distributed)
-        status = getattr(client, "status", "running")
-        if status != "running":
-            raise ValueError(
-                f"The Dask client is not running (status {status!r}): DataParallel needs an "
-                "open client. Make a new one, e.g. `Client(LocalCluster())`, or pass client=."
-            )
-        return client
-
-    def _current_client(self, distributed):
-        try:
-            return distributed.get_client()
-        except ValueError:
-            raise ValueError(
-                "DataParallel needs a Dask client and none is running: create one "
-                "first, e.g. `from dask.distributed import Client, LocalCluster; "
-                "client = Client(LocalCluster())` on this machine or "
-                '`client = Client("tcp://scheduler-address:8786")` for a cluster, '
-                "or pass client=."
-            ) from None
-
-    def _pick_workers(self, client):
-        workers = sorted(client.nthreads())
-        if not workers:
-            raise ValueError("The Dask cluster has no workers")
-        if self.n_workers is not None:
-            if self.n_workers > len(workers):
-                raise ValueError(
-                    f"n_workers={self.n_workers}, but the Dask cluster has {len(workers)} "
-                    "worker(s)"
-                )
-            workers = workers[: self.n_workers]
-        return workers
-
-    # -- the fitted model ---------------------------------------------------------
-    def to_local(self):
-        """The fitted sknet estimator (``estimator_``): no Dask needed to use it.
-
-        Returns
-        -------
-        estimator : sknet estimator
-        """
-        check_is_fitted(self)
-        return self.estimator_
-
-    def predict(self, X):
-        """Predict with the fitted model, in this process.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y : ndarray
-        """
-        check_is_fitted(self)
-        return self.estimator_.predict(X)
-
-    @available_if(_estimator_has("predict_proba"))
-    def predict_proba(self, X):
-        """Class probabilities from the fitted model.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_prob : ndarray of shape (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        return self.estimator_.predict_proba(X)
-
-    @available_if(_estimator_has("predict_log_proba"))
-    def predict_log_proba(self, X):
-        """Log of the class probabilities from the fitted model.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_y_prob : ndarray of shape (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        return self.estimator_.predict_log_proba(X)
-
-    def score(self, X, y, sample_weight=None):
-        """The estimator's score (accuracy, or R² for regressors) on ``X, y``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-        """
-        check_is_fitted(self)
-        return self.estimator_.score(X, y, sample_weight=sample_weight)
-
-    def __sklearn_is_fitted__(self):
-        return "estimator_" in self.__dict__
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         inner = self.estimator.__sklearn_tags__()
@@ -432,3 +398,43 @@ def _check_sknet_estimator(estimator):
             f"DataParallel needs solver='adam' or 'sgd' (mini-batches to run on the "
             f"workers), got solver={estimator.solver!r}"
         )
+
+
+def _get_client(client, distributed):
+    """``client``, or the current one; a ValueError unless it is running."""
+    if client is None:
+        client = _current_client(distributed)
+    status = getattr(client, "status", "running")
+    if status != "running":
+        raise ValueError(
+            f"The Dask client is not running (status {status!r}): DataParallel needs an "
+            "open client. Make a new one, e.g. `Client(LocalCluster())`, or pass client=."
+        )
+    return client
+
+
+def _current_client(distributed):
+    try:
+        return distributed.get_client()
+    except ValueError:
+        raise ValueError(
+            "DataParallel needs a Dask client and none is running: create one "
+            "first, e.g. `from dask.distributed import Client, LocalCluster; "
+            "client = Client(LocalCluster())` on this machine or "
+            '`client = Client("tcp://scheduler-address:8786")` for a cluster, '
+            "or pass client=."
+        ) from None
+
+
+def _pick_workers(client, n_workers):
+    """The first ``n_workers`` workers by address (all with None)."""
+    workers = sorted(client.nthreads())
+    if not workers:
+        raise ValueError("The Dask cluster has no workers")
+    if n_workers is not None:
+        if n_workers > len(workers):
+            raise ValueError(
+                f"n_workers={n_workers}, but the Dask cluster has {len(workers)} worker(s)"
+            )
+        workers = workers[:n_workers]
+    return workers

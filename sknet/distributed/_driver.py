@@ -5,7 +5,7 @@ estimator's own fit hands its batches to (``batches_run_by``). It cuts the
 rows into one shard per worker once (:meth:`_Driver._place`), and for every
 epoch cuts the driver's permutation into the global batches one process would
 train on, tells each worker which of its rows are in which batch
-(:meth:`_Driver._plan_epoch`), and runs the epoch on all the replicas at once
+(:func:`plan_epoch`), and runs the epoch on all the replicas at once
 (:func:`~sknet.distributed._worker._run_epoch`). The replicas synchronize with
 each other, worker to worker (:mod:`~sknet.distributed._exchange`); the client
 sends each epoch's plan (and the model, only when it changed on the driver:
@@ -114,7 +114,13 @@ class _Driver:
             self._place(trainer, data)
         self._epoch += 1
         started = time.perf_counter()
-        plans, sums, sizes = self._plan_epoch(rows, w, batch_size)
+        # The model's first epoch synchronizes every batch, whatever sync_every: local
+        # steps from the initial weights drift apart the most (the warm-up of post-local
+        # SGD, Lin et al. 2020); measured, it takes 'epoch' from -0.30 to +0.02 points.
+        mode = "gradients" if not self.estimator.history_ else self.mode
+        plans, sums, sizes = plan_epoch(
+            self.shards, rows, w, batch_size, mode=mode, sync_every=self.sync_every
+        )
         start = replica_state(trainer, optimizer)
         push = self._synced is None or not _same_state(start, self._synced)
         retries, sent = 0, 0
@@ -132,48 +138,16 @@ class _Driver:
         state = results[0]["state"]
         _load(trainer, optimizer, state)
         self._synced = {**state, "flags": training_flags(trainer.network)}
-        self._record(results, retries, sent, started)
+        syncs, epoch_row = history_rows(results, self._epoch, retries, sent, started)
+        self.history.extend(syncs)
+        self.epochs.append(epoch_row)
+        for r in results:
+            if r["device"] not in self.devices:
+                self.devices.append(r["device"])
         if on_batch is not None:
             for b in np.flatnonzero(sums):
                 on_batch(int(b), int(sizes[b]))
         return sum(r["loss"] for r in results)
-
-    def _plan_epoch(self, rows, w, batch_size):
-        """One :class:`EpochPlan` a shard: its rows of each global batch of the epoch."""
-        n = rows.shape[0]
-        starts = np.arange(0, n, batch_size)
-        sizes = np.minimum(batch_size, n - starts)
-        if w is None:
-            sums = sizes.astype(np.float64)
-        else:  # what one process divides each batch by (Trainer.run_epochs)
-            sums = np.add.reduceat(w[rows], starts) if n else np.zeros(0)
-        batch_of = np.arange(n) // batch_size
-        # The model's first epoch synchronizes every batch, whatever sync_every: local
-        # steps from the initial weights drift apart the most (the warm-up of post-local
-        # SGD, Lin et al. 2020); measured, it takes 'epoch' from -0.30 to +0.02 points.
-        mode = "gradients" if not self.estimator.history_ else self.mode
-        bounds = np.array([shard.start for shard in self.shards])
-        owner = np.searchsorted(bounds, rows, side="right") - 1
-        several = len(self.shards) > 1
-        plans = []
-        for shard in self.shards:
-            mine = np.flatnonzero(owner == shard.index)
-            batch = batch_of[mine]
-            counts = np.bincount(batch, minlength=starts.shape[0])
-            if not several:
-                local_sums = sums
-            elif w is None:
-                local_sums = counts.astype(np.float64)
-            else:
-                local_sums = np.bincount(batch, weights=w[rows[mine]], minlength=starts.shape[0])
-            positions = None
-            if mode == "gradients" and several:
-                positions = (mine - batch * batch_size).astype(np.int32)
-            order = (rows[mine] - shard.start).astype(_index_dtype(shard.n_rows))
-            plans.append(
-                EpochPlan(order, counts, sizes, sums, local_sums, positions, self.sync_every, mode)
-            )
-        return plans, sums, sizes
 
     # -- placing the shards -------------------------------------------------------
     def _place(self, trainer, data):
@@ -392,38 +366,6 @@ class _Driver:
         )
         raise StopTraining
 
-    def _record(self, results, retries, sent, started):
-        """One row a synchronization (the replicas' records) and one row for the epoch."""
-        records = np.stack([r["records"] for r in results])  # (replicas, syncs, fields)
-        for i in range(records.shape[1]):
-            rows = records[:, i]
-            self.history.append(
-                {
-                    "epoch": self._epoch,
-                    "batches": int(rows[0, 0]),
-                    "rows": int(rows[:, 1].sum()),
-                    "bytes_between_workers": int(rows[:, 5].max()),
-                    "seconds": float(rows[:, 4].max() - rows[:, 3].max()),
-                    "compute_seconds": float(rows[:, 2].max()),
-                    "retries": retries,
-                }
-            )
-        self.epochs.append(
-            {
-                "epoch": self._epoch,
-                "syncs": int(records.shape[1]),
-                "bytes_sent": int(sent),
-                "bytes_received": int(sum(_nbytes(r) for r in results)),
-                "seconds": time.perf_counter() - started,
-                "compute_seconds": float(max(r["seconds"] for r in results)),
-                "retries": retries,
-                "transport": results[0]["transport"],
-            }
-        )
-        for r in results:
-            if r["device"] not in self.devices:
-                self.devices.append(r["device"])
-
     def close(self):
         """Stop what still runs and forget the shards and replicas (the workers free them)."""
         futures = [f for s in self.shards for f in (s.data, s.template) if f is not None]
@@ -505,3 +447,68 @@ def _template(estimator, trainer, device, mode):
         samples_seen=estimator.t_,
         mode=mode,
     )
+
+
+def plan_epoch(shards, rows, w, batch_size, *, mode, sync_every):
+    """One :class:`EpochPlan` a shard: its rows of each global batch of the epoch."""
+    n = rows.shape[0]
+    starts = np.arange(0, n, batch_size)
+    sizes = np.minimum(batch_size, n - starts)
+    if w is None:
+        sums = sizes.astype(np.float64)
+    else:  # what one process divides each batch by (Trainer.run_epochs)
+        sums = np.add.reduceat(w[rows], starts) if n else np.zeros(0)
+    batch_of = np.arange(n) // batch_size
+    bounds = np.array([shard.start for shard in shards])
+    owner = np.searchsorted(bounds, rows, side="right") - 1
+    several = len(shards) > 1
+    plans = []
+    for shard in shards:
+        mine = np.flatnonzero(owner == shard.index)
+        batch = batch_of[mine]
+        counts = np.bincount(batch, minlength=starts.shape[0])
+        if not several:
+            local_sums = sums
+        elif w is None:
+            local_sums = counts.astype(np.float64)
+        else:
+            local_sums = np.bincount(batch, weights=w[rows[mine]], minlength=starts.shape[0])
+        positions = None
+        if mode == "gradients" and several:
+            positions = (mine - batch * batch_size).astype(np.int32)
+        order = (rows[mine] - shard.start).astype(_index_dtype(shard.n_rows))
+        plans.append(
+            EpochPlan(order, counts, sizes, sums, local_sums, positions, sync_every, mode)
+        )
+    return plans, sums, sizes
+
+
+def history_rows(results, epoch, retries, sent, started):
+    """Rows of ``sync_history_`` (one a synchronization, from the replicas' records) and of
+    ``epoch_history_`` (one for the epoch) for an epoch's ``results``."""
+    records = np.stack([r["records"] for r in results])  # (replicas, syncs, fields)
+    syncs = []
+    for i in range(records.shape[1]):
+        rows = records[:, i]
+        syncs.append(
+            {
+                "epoch": epoch,
+                "batches": int(rows[0, 0]),
+                "rows": int(rows[:, 1].sum()),
+                "bytes_between_workers": int(rows[:, 5].max()),
+                "seconds": float(rows[:, 4].max() - rows[:, 3].max()),
+                "compute_seconds": float(rows[:, 2].max()),
+                "retries": retries,
+            }
+        )
+    epoch_row = {
+        "epoch": epoch,
+        "syncs": int(records.shape[1]),
+        "bytes_sent": int(sent),
+        "bytes_received": int(sum(_nbytes(r) for r in results)),
+        "seconds": time.perf_counter() - started,
+        "compute_seconds": float(max(r["seconds"] for r in results)),
+        "retries": retries,
+        "transport": results[0]["transport"],
+    }
+    return syncs, epoch_row

@@ -478,21 +478,14 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     trainer = Trainer(probe.network_, probe._loss, alpha=probe.alpha)
     lbfgs = probe.solver == "lbfgs"
     optimizer = None if lbfgs else make_optimizer(probe, trainer)
-    validation = None
-    if X_val is not None:
-        validation = probe._validate_input(X_val, y_val, incremental=True, reset=False) + (None,)
     keeps_best = probe.early_stopping and not lbfgs  # L-BFGS has no early stopping
-    split = keeps_best and validation is None
-    n_val = int(np.ceil(probe.validation_fraction * n_rows)) if split else 0
-    n_train = n_rows - n_val
-    batch_size = n_train if lbfgs else resolve_batch_size(probe.batch_size, n_train)
     data = (
         DataShape.of(X, n_rows, X_rows),
         DataShape.of(y, n_rows, Y_rows),
         _weights(probe, sample_weight, n_rows, X_rows.dtype),
     )
-    if split:
-        validation = tuple(None if a is None else a.rows(n_val) for a in data)
+    validation, split, n_train = _validation_of(probe, data, X_val, y_val, keeps_best)
+    batch_size = n_train if lbfgs else resolve_batch_size(probe.batch_size, n_train)
     sizes = fit_sizes(
         backend,
         trainer,
@@ -505,6 +498,18 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
         probe=(X_rows[: probe_rows(n_train)], Y_rows[: probe_rows(n_train)]),
     )
     return sizes.estimate(batch_size)
+
+
+def _validation_of(probe, data, X_val, y_val, keeps_best):
+    """The fit's validation set (given, or split off), whether it is split, the training rows."""
+    n_rows = data[0].shape[0]
+    if X_val is not None:
+        validation = probe._validate_input(X_val, y_val, incremental=True, reset=False)
+        return validation + (None,), False, n_rows
+    if not keeps_best:
+        return None, False, n_rows
+    n_val = int(np.ceil(probe.validation_fraction * n_rows))
+    return tuple(None if a is None else a.rows(n_val) for a in data), True, n_rows - n_val
 
 
 def _built_probe(estimator, X, y, n_rows):
