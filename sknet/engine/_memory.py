@@ -441,15 +441,12 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     already of its dtype) count nothing; data that validation converts
     (lists, data frames, integers) count as the copy it makes.
 
-    ``fit`` and ``partial_fit`` make the same computation on their own
-    network and data when they decide whether the data stay on the device
-    or stream from host memory: with ``max_device_memory`` at least
-    ``total``, they stay on the device (measurements repeat within
-    ``estimate.tolerance``: 1% of the activations and workspace, and 4 KiB;
-    a fit's own estimate may exceed the limit by that much). On a GPU, the
-    memory free there must also hold ``total + margin``, where ``margin`` is
-    a quarter of the activations and workspace (what the measurement on the
-    host cannot see).
+    ``fit`` and ``partial_fit`` make the same computation to decide whether
+    the data stay on the device or stream: with ``max_device_memory`` at least
+    ``total`` they stay (within ``estimate.tolerance``: 1% of activations and
+    workspace, and 4 KiB). On a GPU, the free memory must also hold ``total +
+    margin`` (``margin``: a quarter of activations and workspace, what the
+    measurement on the host cannot see).
 
     Examples
     --------
