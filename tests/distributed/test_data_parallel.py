@@ -23,8 +23,10 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from sknet import MLPClassifier, MLPRegressor  # noqa: E402
+from sknet import autodiff as ad  # noqa: E402
 from sknet.callbacks import Checkpoint  # noqa: E402
 from sknet.distributed import DataParallel, WorkerLostError  # noqa: E402
+from sknet.layers import Layer  # noqa: E402
 from sknet.losses import LogLoss  # noqa: E402
 from tests.conftest import local_dask_client  # noqa: E402
 
@@ -107,6 +109,35 @@ def test_sync_every_batch_trains_the_model_fit_trains(client, digits, params, we
     n_train = len(X) - (int(np.ceil(0.1 * len(X))) if params.get("early_stopping") else 0)
     per_epoch = -(-n_train // params.get("batch_size", 200))
     assert len(parallel.sync_history_) == per_epoch * len(local.history_)
+
+
+class _Swish(Layer):
+    """A forward-only user layer (module level: the workers unpickle it)."""
+
+    def forward(self, X, *, training):
+        return X * ad.sigmoid(X)
+
+
+def test_sync_every_batch_with_containers_frozen_and_forward_only_layers(client, digits):
+    # The seams: a Residual, a Sequential with a frozen layer and a user's forward-only
+    # layer train on the workers exactly as one process trains them.
+    from sknet import NeuralNetClassifier
+    from sknet.layers import Dense, Residual, Sequential
+
+    X, y = digits
+    layers = [
+        Dense(32, activation="relu"),
+        Residual([_Swish(), Dense(32)]),
+        Sequential([Dense(16, activation="tanh", trainable=False), _Swish()]),
+    ]
+    est = NeuralNetClassifier(
+        layers, dtype="float64", max_iter=2, learning_rate_init=0.01, random_state=0, device="cpu"
+    )
+    local = clone(est).fit(X, y)
+    parallel = DataParallel(est, sync_every=1).fit(X, y)
+    assert_same_model(parallel.estimator_, local, rtol=1e-10)
+    frozen = parallel.estimator_.layers_[2].blocks_[0]
+    assert not frozen.trainable
 
 
 def test_sync_every_batch_follows_the_drivers_callbacks(client, digits):
