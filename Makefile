@@ -43,9 +43,13 @@ docs: $(PY)
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 	@echo "docs built: docs/_build/html/index.html"
 
-# PyTorch's CPU build comes from its own index (PyPI's Linux wheel is the CUDA one).
+# PyTorch from the package index pip is configured with (PyPI's Linux wheel is the CUDA
+# build); `make bench TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes the smaller
+# CPU build from PyTorch's own index instead. No second index by default: an offline
+# machine would retry it before falling back.
+TORCH_INDEX ?=
 bench: $(PY)
-	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu -e ".[bench]"
+	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[bench]"
 	$(PY) benchmarks/bench_cpu.py --repeats 3
 
 # On a GPU machine, without installing anything: the GPU-marked tests, the
