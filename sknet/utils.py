@@ -40,10 +40,23 @@ def _central_differences(value, base, eps):
     return numeric
 
 
-def _relative_error(analytic, numeric):
-    """The largest difference relative to the largest entry of either (0 when both are 0)."""
-    scale = max(np.abs(numeric).max(initial=0), np.abs(analytic).max(initial=0))
+def _relative_error(analytic, numeric, floor=0.0):
+    """The largest difference relative to the largest entry of either, or to ``floor``.
+
+    With ``floor = atol / tol`` the error is at most ``tol`` exactly when every
+    difference is at most ``max(tol * scale, atol)``: relative for gradients
+    of a normal size, absolute for gradients that are (nearly) zero, whose
+    central differences are rounding noise (about ``1e-16 * |L| / eps``).
+    """
+    scale = max(np.abs(numeric).max(initial=0), np.abs(analytic).max(initial=0), floor)
     return 0.0 if scale == 0 else float(np.abs(analytic - numeric).max() / scale)
+
+
+def _check_positive(name, value, kind):
+    """A ValueError unless ``value`` is a positive (finite) number of ``kind``."""
+    numbers = (int, np.integer) if kind == "integer" else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, numbers) or not 0 < value < np.inf:
+        raise ValueError(f"{name} must be a positive {kind}, got {value!r}")
 
 
 def check_layer_gradients(
@@ -53,6 +66,7 @@ def check_layer_gradients(
     n_samples=3,
     eps=1e-6,
     tol=1e-5,
+    atol=1e-7,
     random_state=0,
     device="cpu",
 ):
@@ -72,12 +86,19 @@ def check_layer_gradients(
     input_shape : tuple of int
         Shape of one sample, without the batch axis.
     n_samples : int, default=3
-        Batch size of the check.
+        Batch size of the check (at least 1).
     eps : float, default=1e-6
         Finite-difference step.
     tol : float, default=1e-5
         Largest accepted error, relative to the largest gradient entry of each
         array.
+    atol : float, default=1e-7
+        Largest accepted difference for an array whose gradient is (nearly)
+        zero: its finite differences are rounding noise, which no relative
+        measure accepts. Each array's error is its largest difference divided
+        by ``max(largest entry, atol / tol)``, so it is at most ``tol``
+        exactly when every difference is at most ``max(tol * largest entry,
+        atol)``.
     random_state : int, default=0
         Seeds the parameters, the input and ``R``.
     device : str, default='cpu'
@@ -86,12 +107,17 @@ def check_layer_gradients(
     Returns
     -------
     errors : dict of str to float
-        Worst relative error for the input (``'X'``) and each parameter.
+        Worst error for the input (``'X'``) and each parameter, as ``atol``
+        describes.
 
     Raises
     ------
     AssertionError
         If any error exceeds ``tol``; the message names the worst array.
+    ValueError
+        If ``n_samples`` is not a positive integer, or ``eps``, ``tol`` or
+        ``atol`` not a positive number (a check of no sample would pass
+        whatever the gradient).
 
     Examples
     --------
@@ -103,18 +129,22 @@ def check_layer_gradients(
     >>> max(errors.values()) < 1e-5
     True
     """
+    _check_positive("n_samples", n_samples, "integer")
+    for name, number in (("eps", eps), ("tol", tol), ("atol", atol)):
+        _check_positive(name, number, "number")
+    floor = atol / tol
     rng = np.random.RandomState(random_state)
     backend = _get_backend(device)
     built = copy.deepcopy(layer)
     out_shape = _build_layer(built, input_shape, backend=backend, dtype=np.float64, rng=rng)
-    X = rng.standard_normal((n_samples,) + tuple(input_shape))
-    R = rng.standard_normal((n_samples,) + tuple(out_shape))
+    X = rng.standard_normal((int(n_samples),) + tuple(input_shape))
+    R = rng.standard_normal((int(n_samples),) + tuple(out_shape))
 
     _, dX, grads = _run(built, X, R)
     errors = {}
     if dX is not None:
         numeric = _central_differences(lambda X_: _run(built, X_, R)[0], X, eps)
-        errors["X"] = _relative_error(dX, numeric)
+        errors["X"] = _relative_error(dX, numeric, floor)
     for key in built.params:
         base = backend.to_numpy(built.params[key]).copy()
 
@@ -122,7 +152,8 @@ def check_layer_gradients(
             built.params[key] = backend.asarray(value)
             return _run(built, X, R)[0]
 
-        errors[key] = _relative_error(grads[key], _central_differences(at, base, eps))
+        numeric = _central_differences(at, base, eps)
+        errors[key] = _relative_error(grads[key], numeric, floor)
         built.params[key] = backend.asarray(base)
 
     # NaN counts as the worst error (max() would skip it).

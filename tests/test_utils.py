@@ -1,8 +1,12 @@
 """Tests for sknet/utils.py."""
 
+import re
+
 import numpy as np
 import pytest
 
+from sknet import autodiff as ad
+from sknet.autodiff._recording import recorded_backward
 from sknet.layers import (
     Activation,
     AvgPool2D,
@@ -180,3 +184,66 @@ class NaNGradient(Layer):
 def test_nan_gradients_fail_the_check():
     with pytest.raises(AssertionError, match="'X'"):
         check_layer_gradients(NaNGradient(), (3,))
+
+
+class ScaledNormalization(Layer):
+    """Normalizes ``s * X`` per sample: invariant to ``s``, whose true gradient is zero."""
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        self.add_param("s", [1.5])
+        return input_shape
+
+    def forward(self, X, *, training):
+        Z = X * self.params["s"]
+        centered = Z - ad.mean(Z, axis=1, keepdims=True)
+        return centered / ad.sqrt(ad.mean(centered * centered, axis=1, keepdims=True))
+
+
+def test_a_correct_layer_whose_true_gradient_is_zero_passes():
+    # The central differences of a zero gradient are rounding noise (~1e-10); a
+    # purely relative measure called that a 100% error.
+    errors = check_layer_gradients(ScaledNormalization(), (5,))
+    assert set(errors) == {"X", "s"}
+    assert errors["s"] < 1e-5 and errors["X"] < 1e-5
+
+
+def test_a_wrong_gradient_that_should_be_zero_still_fails():
+    class WrongScaleGradient(ScaledNormalization):
+        def backward(self, dY):
+            dX = recorded_backward(self, dY)
+            self.grads["s"][...] = 1e-3  # the true gradient is 0
+            return dX
+
+    with pytest.raises(AssertionError, match="the gradient of 's'"):
+        check_layer_gradients(WrongScaleGradient(), (5,))
+
+
+def test_atol_bounds_the_differences_of_near_zero_gradients():
+    class SlightlyNonZero(ScaledNormalization):
+        def backward(self, dY):
+            dX = recorded_backward(self, dY)
+            self.grads["s"][...] = 1e-6  # the true gradient is 0
+            return dX
+
+    with pytest.raises(AssertionError, match="'s'"):
+        check_layer_gradients(SlightlyNonZero(), (5,))
+    assert check_layer_gradients(SlightlyNonZero(), (5,), atol=1e-5)["s"] <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_samples": 0}, "n_samples must be a positive integer, got 0"),
+        ({"n_samples": -2}, "n_samples must be a positive integer, got -2"),
+        ({"n_samples": 2.5}, "n_samples must be a positive integer, got 2.5"),
+        ({"n_samples": True}, "n_samples must be a positive integer, got True"),
+        ({"eps": 0.0}, "eps must be a positive number, got 0.0"),
+        ({"tol": float("nan")}, "tol must be a positive number, got nan"),
+        ({"atol": -1.0}, "atol must be a positive number, got -1.0"),
+    ],
+)
+def test_a_check_that_could_not_fail_is_refused(kwargs, message):
+    # n_samples=0 compared empty arrays and passed whatever the gradient.
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_layer_gradients(DoubleInputGrad(), (3,), **kwargs)
