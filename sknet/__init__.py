@@ -19,6 +19,10 @@ from sknet.estimators import (
 )
 from sknet.layers._init import SklearnGlorotUniform
 
+#: Left out of :data:`TRUSTED_TYPES`: the base class, and what holds a path that the
+#: next ``fit`` writes to (a file could name any path of the machine that loads it).
+_UNTRUSTED_CALLBACKS = (callbacks.Callback, callbacks.Checkpoint)
+
 
 def _trusted_types():
     classes = [
@@ -49,14 +53,16 @@ def _trusted_types():
     classes += [
         cls
         for cls in map(lambda name: getattr(callbacks, name), callbacks.__all__)
-        if issubclass(cls, callbacks.Callback) and cls is not callbacks.Callback
+        if issubclass(cls, callbacks.Callback) and cls not in _UNTRUSTED_CALLBACKS
     ]
     names = [f"{cls.__module__}.{cls.__qualname__}" for cls in classes]
     return sorted(names + _legacy.old_names(names))  # files saved by earlier versions
 
 
-#: Every type an sknet model can hold, for ``skops.io.load(file, trusted=TRUSTED_TYPES)``.
-#: Models with custom layers or callbacks also need those types' names.
+#: Every type an sknet model can hold, for ``skops.io.load(file, trusted=TRUSTED_TYPES)``,
+#: except :class:`~sknet.callbacks.Checkpoint`: it holds a path its next ``fit`` writes to.
+#: Models with custom layers or callbacks also need those types' names (and skops asks
+#: for the functions a model holds, such as a ``Lambda``'s, by name too).
 TRUSTED_TYPES = _trusted_types()
 _legacy.install()
 

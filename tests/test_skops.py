@@ -1,12 +1,14 @@
 """Secure persistence with skops: round trips and the trusted-types list."""
 
+import inspect
+
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
 import sknet
 from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor
-from sknet.callbacks import EarlyStopping, TerminateOnNaN
+from sknet.callbacks import Checkpoint, EarlyStopping, TerminateOnNaN
 from tests.conftest import needs_gpu
 
 sio = pytest.importorskip("skops.io", reason="needs skops (the skops extra)")
@@ -61,6 +63,38 @@ def test_loading_without_trust_is_refused(digits):
     data = sio.dumps(fitted(MLPClassifier(max_iter=2), digits))
     with pytest.raises(Exception, match="Untrusted types"):
         sio.loads(data)
+
+
+def test_a_file_carrying_a_checkpoint_is_refused_by_default(digits, tmp_path):
+    # A Checkpoint holds a path its next fit writes to: trusted by default, a file
+    # could make a warm fit of the loaded model overwrite any file of the machine.
+    assert not any("Checkpoint" in name for name in sknet.TRUSTED_TYPES)
+    model = MLPClassifier(
+        max_iter=2,
+        random_state=0,
+        callbacks=[Checkpoint(str(tmp_path / "m.joblib"), monitor=None)],
+    )
+    data = sio.dumps(fitted(model, digits))
+    assert "sknet.callbacks.Checkpoint" in sio.get_untrusted_types(data=data)
+    with pytest.raises(Exception, match=r"Untrusted types.*Checkpoint"):
+        sio.loads(data, trusted=sknet.TRUSTED_TYPES)
+    # Trusted by name, once the reader has looked at the path, it loads.
+    loaded = sio.loads(data, trusted=[*sknet.TRUSTED_TYPES, "sknet.callbacks.Checkpoint"])
+    assert loaded.callbacks[0].path == str(tmp_path / "m.joblib")
+
+
+def test_no_trusted_type_holds_a_path():
+    # The parameters of every trusted class: none names a file.
+    classes = [
+        cls
+        for module in (sknet, sknet.layers, sknet.losses, sknet.callbacks)
+        for cls in vars(module).values()
+        if isinstance(cls, type) and f"{cls.__module__}.{cls.__qualname__}" in sknet.TRUSTED_TYPES
+    ]
+    assert len(classes) > 20
+    for cls in classes:
+        names = set(inspect.signature(cls.__init__).parameters)
+        assert not names & {"path", "file", "filename", "directory", "dirname"}, cls
 
 
 def test_a_cuda_model_round_trips_on_the_cpu(digits, monkeypatch):
