@@ -1,6 +1,6 @@
 """The package's map: which room imports which, no cycles, every module importable alone.
 
-sknet's modules live in rooms (``backend``, ``autodiff``, ``layers``,
+sknet's modules live in rooms (``backend``, ``tabular``, ``autodiff``, ``layers``,
 ``losses``, ``engine``, ``callbacks``, ``estimators``, ``distributed`` and
 the user-facing modules around a fit); imports point down the ranks of
 :data:`RANKS`. These tests read every import statement of the package
@@ -25,6 +25,7 @@ RANKS = {
     "_version": 0,
     "exceptions": 0,
     "backend": 1,
+    "tabular": 1,
     "autodiff": 2,
     "layers": 3,
     "losses": 3,
@@ -197,3 +198,16 @@ def test_the_architecture_page_shows_the_imports_as_they_are():
     assert table in DOC.read_text(), (
         "docs/architecture.md is out of date; its table of rooms should read:\n\n" + table
     )
+
+
+def test_the_tabular_preprocessing_imports_no_network_code():
+    # What a tabular fit learns before the network is plain NumPy: usable, and
+    # testable, without anything that trains.
+    outside = sorted(
+        (module, target)
+        for module in MODULES
+        if room(module) == "tabular"
+        for target in GRAPH[module]
+        if room(target) != "tabular"
+    )
+    assert not outside, f"sknet.tabular imports {outside}"

@@ -33,6 +33,7 @@ from sknet import (
     RNNClassifier,
     RNNRegressor,
 )
+from sknet.tabular import TabularEncoder
 
 # Defaults (float32), and float64, whose regressor also declares multi-output
 # support (scikit-learn's tag promises float64 multi-output predictions).
@@ -56,6 +57,8 @@ ESTIMATORS = [
     # (a fixed random_state: the checks seed top-level random_state parameters only)
     FeatureExtractor(MLPClassifier(hidden_layer_sizes=(8,), max_iter=20, random_state=0)),
     FeatureExtractor(MLPRegressor(hidden_layer_sizes=(8,), max_iter=20, random_state=0)),
+    TabularEncoder(),
+    TabularEncoder(dtype="float64", numeric_scaling="robust", n_bins=4),
 ]
 
 PER_CHECK_PARAMS = {

@@ -21,6 +21,7 @@ API = ROOT / "docs" / "api"
 MODULES = [
     "sknet",
     "sknet.layers",
+    "sknet.tabular",
     "sknet.losses",
     "sknet.callbacks",
     "sknet.autodiff",

@@ -1,0 +1,134 @@
+"""TabularEncoder (sknet/tabular/_encoder.py): the column plan, learned from training rows only."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import train_test_split
+
+from sknet.tabular import TabularEncoder
+
+pd = pytest.importorskip("pandas")
+
+
+def table(n=200, seed=0):
+    rng = np.random.RandomState(seed)
+    frame = pd.DataFrame(
+        {
+            "price": rng.lognormal(size=n),
+            "rooms": rng.randint(1, 6, n).astype(float),
+            "city": pd.Categorical(rng.choice(["paris", "lyon", "nice"], n)),
+            "kind": rng.choice(["flat", "house", None], n).astype(object),
+            "garden": rng.rand(n) > 0.5,
+        }
+    )
+    frame.loc[rng.rand(n) < 0.1, "price"] = np.nan
+    return frame
+
+
+def test_the_plan_of_a_frame():
+    encoder = TabularEncoder().fit(table())
+    assert encoder.feature_names_in_.tolist() == ["price", "rooms", "city", "kind", "garden"]
+    assert encoder.is_categorical_.tolist() == [False, False, True, True, True]
+    assert encoder.indicator_features_.tolist() == [0]  # only price has missing values
+    assert [c.tolist() for c in encoder.categories_] == [
+        ["lyon", "nice", "paris"],
+        ["flat", "house"],
+        [False, True],
+    ]
+    assert encoder.cardinalities_.tolist() == [5, 4, 4]
+    assert encoder.output_groups_ == {
+        "numeric": slice(0, 2),
+        "indicators": slice(2, 3),
+        "categorical": slice(3, 6),
+    }
+    assert encoder.get_feature_names_out().tolist() == [
+        "price",
+        "rooms",
+        "missingindicator_price",
+        "city",
+        "kind",
+        "garden",
+    ]
+
+
+def test_transform_codes_missing_and_unknown_values():
+    encoder = TabularEncoder(numeric_scaling=None).fit(table())
+    new = pd.DataFrame(
+        {
+            "price": [np.nan, 2.0],
+            "rooms": [np.nan, 3.0],  # no missing value in training: the median, no flag
+            "city": pd.Categorical(["rome", None]),
+            "kind": ["flat", "castle"],
+            "garden": [True, False],
+        }
+    )
+    out = encoder.transform(new)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out[0, :3], [encoder.medians_[0], encoder.medians_[1], 1.0])
+    np.testing.assert_allclose(out[1, :3], [2.0, 3.0, 0.0])
+    # city: rome unknown (3 + 1), None missing (3); kind: flat 0, castle unknown (2 + 1)
+    np.testing.assert_array_equal(out[:, 3:], [[4, 0, 1], [3, 3, 0]])
+
+
+def test_fit_learns_from_the_rows_it_is_given_only():
+    data = table(400)
+    train, test = train_test_split(data, random_state=0)
+    encoder = TabularEncoder(n_bins=8).fit(train)
+    before = encoder.transform(train)
+    # Whatever the other rows hold, what was learned from train is the same.
+    poisoned = test.copy()
+    poisoned["price"] = 1e6
+    poisoned["kind"] = "castle"
+    again = clone(encoder).fit(train)
+    again.transform(poisoned)
+    np.testing.assert_array_equal(again.transform(train), before)
+    for a, b in zip(again.bins_, encoder.bins_):
+        np.testing.assert_array_equal(a, b)
+    assert "castle" not in again.categories_[1]
+    # and fitting on every row gives another plan: the test rows count only when given
+    everything = clone(encoder).fit(pd.concat([train, poisoned]))
+    assert "castle" in everything.categories_[1]
+    assert not np.array_equal(everything.transform(train), before)
+
+
+def test_plain_arrays_and_frames_give_the_same_matrix():
+    data = table()
+    from_frame = TabularEncoder(categorical_features=[2, 3, 4]).fit(data)
+    array = data.astype(object).to_numpy()
+    from_array = TabularEncoder(categorical_features=[2, 3, 4]).fit(array)
+    np.testing.assert_array_equal(from_array.transform(array), from_frame.transform(data))
+    assert not hasattr(from_array, "feature_names_in_")
+
+
+def test_bins_are_quantiles_of_the_scaled_values_seen():
+    encoder = TabularEncoder(n_bins=4).fit(table(2000))
+    scaled = encoder.transform(table(2000))[:, 0]
+    seen = ~np.isnan(table(2000)["price"].to_numpy())
+    np.testing.assert_allclose(
+        encoder.bins_[0], np.quantile(scaled[seen], [0, 0.25, 0.5, 0.75, 1]), atol=1e-6
+    )
+    assert len(encoder.bins_) == 2
+
+
+def test_no_indicators_when_asked_and_float64_output():
+    encoder = TabularEncoder(missing_indicators=False, dtype="float64").fit(table())
+    out = encoder.transform(table())
+    assert out.dtype == np.float64 and out.shape == (200, 5)
+    assert encoder.indicator_features_.size == 0
+
+
+def test_columns_must_match_the_fit():
+    encoder = TabularEncoder().fit(table())
+    with pytest.raises(ValueError, match="feature names"):
+        encoder.transform(table()[["rooms", "price", "city", "kind", "garden"]])
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        with pytest.raises(ValueError, match="X has 4 features"):
+            encoder.transform(table().iloc[:, :4].to_numpy())
+
+
+def test_pickles_with_its_plan():
+    encoder = TabularEncoder(n_bins=4).fit(table())
+    loaded = pickle.loads(pickle.dumps(encoder))
+    np.testing.assert_array_equal(loaded.transform(table()), encoder.transform(table()))
