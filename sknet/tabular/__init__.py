@@ -3,10 +3,10 @@
 What it holds: :class:`TabularEncoder`, a scikit-learn transformer that
 learns a table's column plan (numeric or categorical columns, scalings and
 medians, quantile bins, missing-value indicators, category codes with a code
-for missing and one for unknown) and turns a table into one float matrix;
-:func:`quantile_bins`. Plain NumPy, with pandas read when a DataFrame comes:
-no network code, usable alone. It is a room of its own rather than a module
-of :mod:`sknet.estimators` so that it stays importable and testable without
+for missing and one for unknown) and turns a table into one float matrix.
+Plain NumPy, with pandas read when a DataFrame comes: no network code,
+usable alone. It is a room of its own rather than a module of
+:mod:`sknet.estimators` so that it stays importable and testable without
 anything that trains, and so that the import rules keep it that way.
 
 What it may import: nothing of sknet (NumPy, SciPy, scikit-learn; pandas
@@ -14,6 +14,5 @@ lazily).
 """
 
 from sknet.tabular._encoder import TabularEncoder
-from sknet.tabular._numeric import quantile_bins
 
-__all__ = ["TabularEncoder", "quantile_bins"]
+__all__ = ["TabularEncoder"]

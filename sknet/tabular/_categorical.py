@@ -1,10 +1,10 @@
 """Category codes: each categorical column's categories, learned from training rows.
 
 A column's categories are the distinct values of its training rows (those
-seen fewer than ``min_frequency`` times excepted). Codes ``0 .. K-1`` are
-the categories in sorted order, code ``K`` is a missing value and code
-``K + 1`` any value not among the categories (unseen in training, or rare):
-``K + 2`` codes, the column's cardinality.
+seen fewer than ``min_frequency`` times excepted). Code 0 is a missing
+value, codes ``1 .. K`` are the categories in sorted order and code
+``K + 1`` any value not among them (unseen in training, or rare): the codes
+:class:`~sknet.layers.CategoricalEmbedding` reads, for ``K`` categories.
 """
 
 from collections import Counter
@@ -13,8 +13,8 @@ import numpy as np
 
 from sknet.tabular._columns import missing_mask
 
-#: The code of a missing value and of an unknown one, counted from K.
-MISSING_OFFSET, UNKNOWN_OFFSET = 0, 1
+#: The code of a missing value; categories are 1..K, and K + 1 is unknown.
+MISSING_CODE = 0
 
 
 def _type_error(label, value):
@@ -76,7 +76,7 @@ def learn_categories(values, min_frequency=None, label="0"):
 
 
 def encode_categories(values, categories, dtype=np.float64):
-    """Codes of a column's values: ``0 .. K-1``, ``K`` missing, ``K + 1`` unknown.
+    """Codes of a column's values: 0 missing, ``1 .. K`` categories, ``K + 1`` unknown.
 
     Parameters
     ----------
@@ -93,8 +93,8 @@ def encode_categories(values, categories, dtype=np.float64):
     """
     K = len(categories)
     missing = missing_mask(values)
-    codes = np.full(values.shape[0], K + UNKNOWN_OFFSET, dtype=dtype)
-    codes[missing] = K + MISSING_OFFSET
+    codes = np.full(values.shape[0], K + 1, dtype=dtype)
+    codes[missing] = MISSING_CODE
     present = ~missing
     if K == 0:
         return codes
@@ -106,10 +106,10 @@ def encode_categories(values, categories, dtype=np.float64):
             return codes
         where = np.minimum(where, K - 1)
         found = categories[where] == values[present]
-        codes[np.flatnonzero(present)[found]] = where[found]
+        codes[np.flatnonzero(present)[found]] = where[found] + 1
         return codes
-    lookup = {value: code for code, value in enumerate(categories.tolist())}
-    unknown = K + UNKNOWN_OFFSET
+    lookup = {value: code for code, value in enumerate(categories.tolist(), start=1)}
+    unknown = K + 1
     try:
         codes[present] = [lookup.get(v, unknown) for v in values[present].tolist()]
     except TypeError:  # an unhashable value is no category: unknown

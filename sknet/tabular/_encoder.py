@@ -23,7 +23,7 @@ from sknet.tabular._columns import (
     column_values,
     numeric_values,
 )
-from sknet.tabular._numeric import NumericScaler, quantile_bins
+from sknet.tabular._numeric import NumericScaler, bin_edges
 
 
 class TabularEncoder(TransformerMixin, BaseEstimator):
@@ -91,12 +91,14 @@ default='from_dtype'
         The indices of the numeric columns that have a missing-value indicator.
 
     categories_ : list of ndarray
-        The categories of each categorical column, sorted: category
-        ``categories_[i][c]`` has code ``c``; code ``len(categories_[i])`` is
-        a missing value and ``len(categories_[i]) + 1`` an unknown one.
+        The categories of each categorical column, sorted: code 0 is a
+        missing value, category ``categories_[i][c]`` has code ``c + 1``, and
+        code ``len(categories_[i]) + 1`` is a value not among them (the codes
+        :class:`~sknet.layers.CategoricalEmbedding` reads).
 
     cardinalities_ : ndarray of int
-        The number of codes of each categorical column, ``K + 2``.
+        The number of categories of each categorical column, ``K`` (missing
+        and unknown not counted).
 
     medians_ : ndarray of shape (n_numeric,)
         The training median of each numeric column, where missing values go.
@@ -123,8 +125,10 @@ default='from_dtype'
     array([False,  True])
     >>> encoder.categories_
     [array(['blue', 'red'], dtype=object)]
-    >>> encoder.transform([[np.nan, "green"]])  # median, indicator, unknown code
-    array([[2., 1., 3.]], dtype=float32)
+    >>> encoder.transform([[np.nan, "green"], [3.0, None], [1.0, "red"]])
+    array([[2., 1., 3.],
+           [3., 0., 0.],
+           [1., 0., 2.]], dtype=float32)
     >>> encoder.get_feature_names_out()
     array(['x0', 'missingindicator_x0', 'x1'], dtype=object)
     """
@@ -200,7 +204,7 @@ default='from_dtype'
             learn_categories(column_values(X, j), self.min_frequency, label=repr(labels[j]))
             for j in self.categorical_features_
         ]
-        self.cardinalities_ = np.array([len(c) + 2 for c in self.categories_], dtype=np.intp)
+        self.cardinalities_ = np.array([len(c) for c in self.categories_], dtype=np.intp)
         n_num, n_ind = len(self.numeric_features_), len(self._indicator_positions)
         self.output_groups_ = {
             "numeric": slice(0, n_num),
@@ -211,7 +215,7 @@ default='from_dtype'
         if self.n_bins is not None:
             scaled = self._scaler.transform(numbers, np.empty_like(numbers))
             scaled[np.isnan(numbers)] = np.nan  # bins of the values seen, not of the medians
-            self.bins_ = quantile_bins(scaled, self.n_bins)
+            self.bins_ = bin_edges(scaled, self.n_bins)
         return self
 
     def transform(self, X):

@@ -8,8 +8,10 @@ the middle of their ranks, those at the training minimum or maximum too,
 where scikit-learn puts them at the bounds), ``'robust'`` (minus the median, over the
 interquartile range), ``'standard'`` (minus the mean, over the standard
 deviation) or none. Missing values are put at the median (0 after the
-quantile map). :func:`quantile_bins` gives the edges of bins holding about
-the same number of training values, for piecewise-linear encodings.
+quantile map). :func:`bin_edges` gives the edges of bins holding about
+the same number of training values, for piecewise-linear encodings: those of
+:func:`sknet.layers.quantile_bins`, written again here because this room
+imports no network code.
 """
 
 import numpy as np
@@ -89,7 +91,7 @@ class NumericScaler:
         return (values - self.offsets_[j]) / self.scales_[j]
 
 
-def quantile_bins(X, n_bins):
+def bin_edges(X, n_bins):
     """Edges of bins holding about as many training values each, per column.
 
     Parameters
@@ -104,16 +106,21 @@ def quantile_bins(X, n_bins):
     -------
     edges : list of ndarray
         One increasing array of at least two edges per column, from the
-        column's minimum to its maximum (``[v, v + 1]`` for a constant ``v``).
+        column's minimum to its maximum (``[v - 0.5, v + 0.5]`` for a constant
+        ``v``, ``[-0.5, 0.5]`` for a column with no value).
     """
     if int(n_bins) != n_bins or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
     edges = []
     for j in range(X.shape[1]):
         values = X[:, j][~np.isnan(X[:, j])]
-        if values.size == 0:
-            edges.append(np.array([0.0, 1.0]))
-            continue
-        column = np.unique(np.quantile(values, np.linspace(0, 1, int(n_bins) + 1)))
-        edges.append(column if column.size >= 2 else np.array([column[0], column[0] + 1.0]))
+        column = (
+            np.unique(np.quantile(values, np.linspace(0, 1, int(n_bins) + 1)))
+            if values.size
+            else np.empty(0)
+        )
+        if column.size < 2:
+            center = float(column[0]) if column.size else 0.0
+            column = np.array([center - 0.5, center + 0.5])
+        edges.append(column)
     return edges

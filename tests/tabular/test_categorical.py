@@ -6,12 +6,12 @@ import pytest
 from sknet.tabular._categorical import encode_categories, learn_categories
 
 
-def test_codes_are_sorted_categories_then_missing_then_unknown():
+def test_codes_are_missing_then_sorted_categories_then_unknown():
     values = np.array(["b", "a", None, "c", "a"], dtype=object)
     categories = learn_categories(values)
     assert categories.tolist() == ["a", "b", "c"]
     new = np.array(["c", "zz", None, "a", np.nan], dtype=object)
-    assert encode_categories(new, categories).tolist() == [2, 4, 3, 0, 3]
+    assert encode_categories(new, categories).tolist() == [3, 4, 0, 1, 0]
 
 
 def test_numeric_categories_use_a_binary_search_with_the_same_codes():
@@ -19,9 +19,9 @@ def test_numeric_categories_use_a_binary_search_with_the_same_codes():
     categories = learn_categories(values)
     assert categories.tolist() == [1.0, 3.0, 7.0]
     new = np.array([7.0, 2.0, np.nan, 1.0, 100.0, -5.0])
-    assert encode_categories(new, categories).tolist() == [2, 4, 3, 0, 4, 4]
+    assert encode_categories(new, categories).tolist() == [3, 4, 0, 1, 4, 4]
     as_objects = encode_categories(new.astype(object), categories)
-    assert as_objects.tolist() == [2, 4, 3, 0, 4, 4]
+    assert as_objects.tolist() == [3, 4, 0, 1, 4, 4]
 
 
 def test_strings_against_numeric_categories_are_unknown():
@@ -33,21 +33,21 @@ def test_rare_categories_are_coded_as_unknown():
     values = np.array(["a"] * 5 + ["b"] * 2 + ["c"], dtype=object)
     categories = learn_categories(values, min_frequency=2)
     assert categories.tolist() == ["a", "b"]
-    assert encode_categories(values, categories)[-1] == 3  # 'c' is now unknown
+    assert encode_categories(values, categories).tolist() == [1] * 5 + [2, 2, 3]  # c: unknown
 
 
 def test_mixed_types_are_grouped_by_type():
     values = np.array([2, "a", 1.5, "b", 2], dtype=object)
     categories = learn_categories(values)
     assert categories.tolist() == [1.5, 2, "a", "b"]
-    assert encode_categories(values, categories).tolist() == [1, 2, 0, 3, 1]
+    assert encode_categories(values, categories).tolist() == [2, 3, 1, 4, 2]
 
 
 def test_a_column_without_categories_codes_everything_missing_or_unknown():
     categories = learn_categories(np.array([None, None], dtype=object))
     assert categories.size == 0
     codes = encode_categories(np.array(["a", None], dtype=object), categories)
-    assert codes.tolist() == [1, 0]
+    assert codes.tolist() == [1, 0]  # unknown is 0 + 1
 
 
 def test_values_that_cannot_be_categories_are_refused_by_column():
@@ -59,7 +59,7 @@ def test_values_that_cannot_be_categories_are_refused_by_column():
         with pytest.raises(TypeError, match=f"of type {name}"):
             learn_categories(values)
     codes = encode_categories(objects(["x"], "a"), np.array(["a"], dtype=object))
-    assert codes.tolist() == [2, 0]  # an unhashable value at transform time is unknown
+    assert codes.tolist() == [2, 1]  # an unhashable value at transform time is unknown
 
 
 def objects(*values):

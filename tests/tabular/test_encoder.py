@@ -37,7 +37,7 @@ def test_the_plan_of_a_frame():
         ["flat", "house"],
         [False, True],
     ]
-    assert encoder.cardinalities_.tolist() == [5, 4, 4]
+    assert encoder.cardinalities_.tolist() == [3, 2, 2]
     assert encoder.output_groups_ == {
         "numeric": slice(0, 2),
         "indicators": slice(2, 3),
@@ -68,8 +68,9 @@ def test_transform_codes_missing_and_unknown_values():
     assert out.dtype == np.float32
     np.testing.assert_allclose(out[0, :3], [encoder.medians_[0], encoder.medians_[1], 1.0])
     np.testing.assert_allclose(out[1, :3], [2.0, 3.0, 0.0])
-    # city: rome unknown (3 + 1), None missing (3); kind: flat 0, castle unknown (2 + 1)
-    np.testing.assert_array_equal(out[:, 3:], [[4, 0, 1], [3, 3, 0]])
+    # city: rome unknown (3 + 1), None missing (0); kind: flat 1, castle unknown (2 + 1);
+    # garden: True 2, False 1
+    np.testing.assert_array_equal(out[:, 3:], [[4, 1, 2], [0, 3, 1]])
 
 
 def test_fit_learns_from_the_rows_it_is_given_only():

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from sklearn.preprocessing import QuantileTransformer, RobustScaler, StandardScaler
 
-from sknet.tabular import quantile_bins
-from sknet.tabular._numeric import NumericScaler
+from sknet.tabular._numeric import NumericScaler, bin_edges
 
 
 def columns(n=600, seed=0):
@@ -75,7 +74,7 @@ def test_extreme_values_end_at_the_normal_quantile_bounds():
 
 def test_bins_hold_about_as_many_values_each():
     X = columns(n=4000)
-    edges = quantile_bins(X, 8)
+    edges = bin_edges(X, 8)
     counts = np.histogram(X[:, 2], edges[2])[0]
     assert len(edges[2]) == 9 and counts.min() >= 0.9 * 4000 / 8
     np.testing.assert_array_equal(edges[1], [0.0, 1.0, 2.0, 3.0])  # 4 values: 3 bins
@@ -83,8 +82,8 @@ def test_bins_hold_about_as_many_values_each():
 
 
 def test_bins_of_constant_missing_and_bad_requests():
-    edges = quantile_bins(np.column_stack([np.full(5, 2.0), np.full(5, np.nan)]), 4)
-    np.testing.assert_array_equal(edges[0], [2.0, 3.0])
-    np.testing.assert_array_equal(edges[1], [0.0, 1.0])
+    edges = bin_edges(np.column_stack([np.full(5, 2.0), np.full(5, np.nan)]), 4)
+    np.testing.assert_array_equal(edges[0], [1.5, 2.5])
+    np.testing.assert_array_equal(edges[1], [-0.5, 0.5])
     with pytest.raises(ValueError, match="n_bins must be a positive integer, got 0"):
-        quantile_bins(columns(), 0)
+        bin_edges(columns(), 0)
