@@ -6,18 +6,23 @@ alone, differentiated by :mod:`sknet.autodiff`). Check a layer you write with
 :func:`sknet.utils.check_layer_gradients`.
 
 What it holds: the Layer contract, the stock layers, the containers, the
-initializers, :func:`from_estimator` and :class:`Lambda`. What it may import:
+initializers, the embeddings of tabular features (numeric and categorical,
+with :func:`quantile_bins` for the bins), the parameter-efficient ensemble,
+:func:`from_estimator` and :class:`Lambda`. What it may import:
 :mod:`sknet.autodiff` and :mod:`sknet.backend`.
 """
 
 from sknet.layers._activation import Activation
 from sknet.layers._base import Layer
+from sknet.layers._categorical import CategoricalEmbedding, SelectColumns, embedding_size
 from sknet.layers._containers import Concatenate, Residual, Sequential
 from sknet.layers._conv import Conv2D
 from sknet.layers._dense import Dense
 from sknet.layers._dropout import Dropout
+from sknet.layers._ensemble import EnsembleDense, EnsembleHead, EnsembleInput
 from sknet.layers._lambda import Lambda
 from sknet.layers._normalization import BatchNorm
+from sknet.layers._numeric import PeriodicEmbedding, PiecewiseLinearEncoding, quantile_bins
 from sknet.layers._pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
 from sknet.layers._recurrent import GRU, LSTM, SimpleRNN
 from sknet.layers._reshape import Flatten
@@ -28,11 +33,15 @@ __all__ = [
     "Activation",
     "AvgPool2D",
     "BatchNorm",
+    "CategoricalEmbedding",
     "Concatenate",
     "Conv2D",
     "Dense",
     "Dropout",
     "Embedding",
+    "EnsembleDense",
+    "EnsembleHead",
+    "EnsembleInput",
     "Flatten",
     "GRU",
     "GlobalAvgPool1D",
@@ -41,9 +50,14 @@ __all__ = [
     "Lambda",
     "Layer",
     "MaxPool2D",
+    "PeriodicEmbedding",
+    "PiecewiseLinearEncoding",
     "Residual",
+    "SelectColumns",
     "Sequential",
     "SimpleRNN",
     "TimeDistributed",
+    "embedding_size",
     "from_estimator",
+    "quantile_bins",
 ]
