@@ -10,8 +10,9 @@ University of Toronto (Krizhevsky's), as downloaded or extracted, given as
 PNG or JPEG files, read with Pillow (``pip install "sknet-nn[images]"``).
 
 What it holds: the MNIST reader (``_mnist``), the CIFAR-10 reader
-(``_cifar``) and the image-folder reader (``_images``). What it may import:
-nothing else of sknet.
+(``_cifar``) with its bounded pickle and tar readers (``_pickle``, ``_tar``:
+every size a file declares is checked before it is allocated) and the
+image-folder reader (``_images``). What it may import: nothing else of sknet.
 """
 
 from sknet.datasets._cifar import load_cifar10

@@ -1,10 +1,7 @@
 """CIFAR-10: the "python version" archive or its extracted files, checked before reading."""
 
-import codecs
 import contextlib
 import gzip
-import io
-import pickle
 import reprlib
 import tarfile
 import zlib
@@ -13,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from sknet.datasets._paths import CIFAR10_ENV_VAR, data_path
+from sknet.datasets._pickle import load_batch
+from sknet.datasets._tar import BoundedReader
 
 _CIFAR_BATCHES = {
     "train": [f"data_batch_{i}" for i in range(1, 6)],
@@ -21,45 +20,20 @@ _CIFAR_BATCHES = {
 }
 
 
-class _ArrayUnpickler(pickle.Unpickler):
-    """Unpickles plain data and NumPy arrays only: a CIFAR batch runs no code."""
-
-    _ALLOWED = {
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "scalar"),
-        ("_codecs", "encode"),  # bytes in protocol-2 pickles written by Python 3
-    }
-
-    def find_class(self, module, name):
-        if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a CIFAR batch")
-        if module.endswith("multiarray"):  # numpy.core became numpy._core in NumPy 2
-            try:
-                from numpy._core import multiarray
-            except ImportError:  # NumPy 1
-                from numpy.core import multiarray
-            return getattr(multiarray, name)
-        if module == "_codecs":
-            return codecs.encode
-        return getattr(np, name)
-
-
 #: Upper bounds on the size of the files, checked before any is read: a batch of the
 #: archive is about 30 MiB (46 MiB when pickled again by Python 3), batches.meta 158 bytes.
 _CIFAR_MAX_BATCH_BYTES = 64 << 20
 _CIFAR_MAX_META_BYTES = 1 << 20
 #: The archive has nine members (the folder, the seven files and readme.html).
 _CIFAR_MAX_MEMBERS = 64
+#: Bytes an archive may decompress to: cifar-10-python.tar.gz decompresses to 178 MiB.
+_CIFAR_MAX_ARCHIVE_BYTES = 512 << 20
 _CIFAR_META = "batches.meta"
 
 
 def _unpickle(data, where, what):
     try:
-        return _ArrayUnpickler(io.BytesIO(data), encoding="bytes").load()
+        return load_batch(data)
     except Exception as exc:
         raise ValueError(f"{where} is not a CIFAR-10 {what} file: {exc}") from None
 
@@ -122,7 +96,7 @@ def _open_archive(stream, path, gzipped):
     """``tarfile.open`` on ``stream`` (already decompressed when ``gzipped``), its errors
     ValueErrors that name the archive."""
     try:
-        return tarfile.open(fileobj=stream, mode="r:" if gzipped else "r:*")
+        return tarfile.open(fileobj=stream, mode="r:")
     except tarfile.ReadError as exc:
         if gzipped:  # a damaged download
             raise _corrupt_archive(path, exc) from exc
@@ -134,21 +108,38 @@ def _open_archive(stream, path, gzipped):
         raise _corrupt_archive(path, exc) from exc
 
 
+#: Compressions other than gzip, by their magic bytes: refused (CIFAR-10 comes gzipped).
+_OTHER_COMPRESSIONS = {b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+
+
 def _archive_files(path, names):
     """:func:`_cifar_files` from the archive, read in memory in the archive's order once
-    its member headers are checked and, when gzipped, the whole stream's checksum."""
+    its member headers are checked and, when gzipped, the whole stream's checksum.
+
+    Every read is bounded (:class:`~sknet.datasets._tar.BoundedReader`): the
+    headers' (long names, pax records), each member's by its checked size, and
+    the bytes decompressed in all by :data:`_CIFAR_MAX_ARCHIVE_BYTES`.
+    """
     with open(path, "rb") as file:
-        gzipped = file.read(2) == b"\x1f\x8b"
+        magic = file.read(6)
         file.seek(0)
+        for prefix, kind in _OTHER_COMPRESSIONS.items():
+            if magic.startswith(prefix):
+                raise ValueError(
+                    f"CIFAR-10 archive {str(path)!r} is compressed with {kind}: expected "
+                    "cifar-10-python.tar.gz (gzip), an uncompressed tar, or the folder"
+                )
+        gzipped = magic.startswith(b"\x1f\x8b")
         stream = gzip.GzipFile(fileobj=file) if gzipped else file
-        with stream, _open_archive(stream, path, gzipped) as archive:
+        reader = BoundedReader(stream, f"CIFAR-10 archive {str(path)!r}", _CIFAR_MAX_ARCHIVE_BYTES)
+        with stream, _open_archive(reader, path, gzipped) as archive:
             with _archive_errors(path):
                 members = _archive_members(archive, path, names)
-                while gzipped and stream.read(1 << 20):  # to the end: CRC and length checked
-                    pass
+                if gzipped:
+                    reader.drain()  # to the end: CRC and length checked
             for name, member in sorted(members.items(), key=lambda item: item[1].offset):
                 with _archive_errors(path):
-                    data = archive.extractfile(member).read()
+                    data = reader.read_member(member)
                 yield name, data, f"{path}:{member.name}"
 
 
@@ -216,7 +207,10 @@ def load_cifar10(path=None, *, subset="test"):
         ``label_names``), or is larger than one can be; if the archive is not
         a tar archive, is truncated or corrupt, or lacks a file. Every
         message names the file. The archive's member headers are checked
-        before any data is read.
+        before any data is read, and every size a file declares (a pickled
+        array's shape, a pickled length, a tar header's long name or pax
+        record, the bytes decompressed) before anything of that size is
+        allocated: a small file that declares gigabytes is refused as such.
 
     Examples
     --------
@@ -295,7 +289,7 @@ def _cifar_images(batch, where):
             f"CIFAR-10 batch {where}: expected uint8 data of shape (n, 3072), got "
             f"{getattr(data, 'dtype', type(data).__name__)} {shape}"
         )
-    return data
+    return data.view(np.ndarray)  # not the unpickler's checked subclass
 
 
 def _cifar_labels(batch, where, n):

@@ -1,5 +1,6 @@
 """MNIST: IDX files (optionally gzipped), read with their headers checked."""
 
+import contextlib
 import gzip
 import math
 import os
@@ -43,7 +44,10 @@ def read_idx(path):
     ------
     ValueError
         If the file is not a well-formed IDX file, or is a truncated or
-        corrupt gzip file (the message names it).
+        corrupt gzip file (the message names it). The size the header
+        declares is checked against the file before the data are read (a
+        gzip file's by decompressing it once, keeping nothing), so that only
+        an array of that size is ever allocated.
 
     Examples
     --------
@@ -63,65 +67,120 @@ def read_idx(path):
            [3, 4, 5]], dtype=uint8)
     >>> tmp.cleanup()
     """
-    path = Path(path)
-    with open(path, "rb") as file:
-        if file.read(2) != b"\x1f\x8b":
-            file.seek(0)
-            return _read_idx_stream(file, path, os.fstat(file.fileno()).st_size)
-        file.seek(0)
+    with _IdxFile(path) as idx:
+        return idx.read_body()
+
+
+class _IdxFile:
+    """An open IDX file (raw or gzip-compressed) whose header is read on entry.
+
+    On entry: ``dtype`` (big-endian, as stored), ``shape`` and ``size`` (the
+    bytes the header declares), checked against a raw file's size before
+    anything else is read. :meth:`read_body` then reads the data into an
+    array of exactly that size; a gzip stream is first decompressed once,
+    nothing kept, to check that it holds that many bytes, so a small file
+    declaring a large body allocates nothing. Gzip errors are ValueErrors
+    that name the file.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def __enter__(self):
+        self._file = open(self.path, "rb")
         try:
-            with gzip.GzipFile(fileobj=file) as stream:
-                return _read_idx_stream(stream, path)
+            self._gzipped = self._file.read(2) == b"\x1f\x8b"
+            self._file.seek(0)
+            self._stream = gzip.GzipFile(fileobj=self._file) if self._gzipped else self._file
+            with self._gzip_errors():
+                self._read_header()
+        except BaseException:
+            self._file.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stream.close()
+        self._file.close()
+
+    @contextlib.contextmanager
+    def _gzip_errors(self):
+        try:
+            yield
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise ValueError(
-                f"{path} is a truncated or corrupt gzip file ({exc}): download it again"
+                f"{self.path} is a truncated or corrupt gzip file ({exc}): download it again"
             ) from exc
 
+    def _read_header(self):
+        magic = self._stream.read(4)
+        if len(magic) < 4 or magic[0] != 0 or magic[1] != 0:
+            raise ValueError(f"{self.path} is not an IDX file: bad magic number {magic!r}")
+        type_code, ndim = magic[2], magic[3]
+        if type_code not in _IDX_DTYPES:
+            raise ValueError(f"{self.path}: unknown IDX data type code 0x{type_code:02x}")
+        dims = self._stream.read(4 * ndim)
+        if len(dims) < 4 * ndim:
+            raise ValueError(f"{self.path}: truncated IDX header")
+        self.shape = tuple(int(d) for d in np.frombuffer(dims, ">u4"))
+        self.dtype = _IDX_DTYPES[type_code]
+        self.header = 4 + 4 * ndim
+        self.size = self.header + math.prod(self.shape) * self.dtype.itemsize  # no overflow
+        if not self._gzipped:
+            file_size = os.fstat(self._file.fileno()).st_size
+            if file_size != self.size:
+                raise self._size_error(f"{file_size} bytes")
 
-def _read_idx_stream(stream, path, file_size=None):
-    """The IDX array in ``stream``. A raw file's size (``file_size``) is checked before its
-    body is read; a gzip stream is read no further than one byte past the declared size."""
-    magic = stream.read(4)
-    if len(magic) < 4 or magic[0] != 0 or magic[1] != 0:
-        raise ValueError(f"{path} is not an IDX file: bad magic number {magic!r}")
-    type_code, ndim = magic[2], magic[3]
-    if type_code not in _IDX_DTYPES:
-        raise ValueError(f"{path}: unknown IDX data type code 0x{type_code:02x}")
-    dims = stream.read(4 * ndim)
-    if len(dims) < 4 * ndim:
-        raise ValueError(f"{path}: truncated IDX header")
-    shape = tuple(int(d) for d in np.frombuffer(dims, ">u4"))
-    dtype = _IDX_DTYPES[type_code]
-    header = 4 + 4 * ndim
-    expected = header + math.prod(shape) * dtype.itemsize  # Python ints: no overflow
-    if file_size is not None and file_size != expected:
-        raise _idx_size_error(path, shape, expected, f"{file_size} bytes")
-    body = _read_at_most(stream, expected - header)
-    if len(body) < expected - header:
-        raise _idx_size_error(path, shape, expected, f"{header + len(body)} bytes")
-    if file_size is None and stream.read(1):
-        raise _idx_size_error(path, shape, expected, f"more than {expected} bytes")
-    array = np.frombuffer(body, dtype).reshape(shape)
-    return array.astype(dtype.newbyteorder("="))
+    def _size_error(self, actual):
+        return ValueError(
+            f"{self.path}: IDX header declares shape {self.shape} ({self.size} bytes), but "
+            f"the file has {actual}"
+        )
+
+    def read_body(self):
+        """The data, in an array of the declared shape and (native-endian) type."""
+        with self._gzip_errors():
+            if self._gzipped:  # decompressed once, nothing kept: the declared size?
+                length = self.header + _skip(self._stream, self.size - self.header + 1)
+                if length != self.size:
+                    more = length > self.size
+                    raise self._size_error(
+                        f"more than {self.size} bytes" if more else f"{length} bytes"
+                    )
+                self._stream.seek(self.header)
+            array = np.empty(self.shape, self.dtype.newbyteorder("="))
+            flat = memoryview(array.reshape(-1).view(np.uint8))
+            read = _read_into(self._stream, flat)
+            if read < len(flat):  # a raw file shortened since its size was read
+                raise self._size_error(f"{self.header + read} bytes")
+            if self._gzipped and self._stream.read(1):  # to the end: CRC and length checked
+                raise self._size_error(f"more than {self.size} bytes")
+        if not self.dtype.isnative:
+            array.byteswap(inplace=True)
+        return array
 
 
-def _read_at_most(stream, size, chunk=16 << 20):
-    """Up to ``size`` bytes of ``stream``, read in chunks: a header declaring more data than
-    the stream holds allocates no more than there is."""
-    parts = []
-    while size > 0:
-        part = stream.read(min(size, chunk))
+def _skip(stream, size, chunk=256 << 10):
+    """Read and drop up to ``size`` bytes of ``stream``; how many there were."""
+    skipped = 0
+    while skipped < size:
+        part = stream.read(min(chunk, size - skipped))
         if not part:
             break
-        parts.append(part)
-        size -= len(part)
-    return b"".join(parts)
+        skipped += len(part)
+    return skipped
 
 
-def _idx_size_error(path, shape, expected, actual):
-    return ValueError(
-        f"{path}: IDX header declares shape {shape} ({expected} bytes), but the file has {actual}"
-    )
+def _read_into(stream, buffer, chunk=256 << 10):
+    """Fill ``buffer`` from ``stream`` in chunks (a gzip stream reads each into a copy
+    first: small chunks keep that small); how many bytes were read."""
+    done = 0
+    while done < len(buffer):
+        n = stream.readinto(buffer[done : done + chunk])
+        if not n:
+            break
+        done += n
+    return done
 
 
 def _find(directory, name):
@@ -162,7 +221,8 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
     ValueError
         If ``subset`` is unknown, a file is malformed (see :func:`read_idx`),
         the images are not uint8, or images and labels do not match; the
-        message names the file.
+        message names the file. Both files' headers are compared before any
+        data is read.
 
     Examples
     --------
@@ -194,19 +254,26 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
 
 
 def _read_mnist_pair(directory, name):
-    """The images and labels of one subset, checked against each other."""
+    """The images and labels of one subset: both headers compared before any data is read."""
     image_file, label_file = (_find(directory, f) for f in _MNIST_FILES[name])
-    X, y = read_idx(image_file), read_idx(label_file)
-    if X.ndim != 3 or y.ndim != 1 or X.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"MNIST {name} files do not match: images {X.shape} in {str(image_file)!r}, "
-            f"labels {y.shape} in {str(label_file)!r}"
-        )
-    if X.dtype != np.uint8:  # scale=True divides by 255
-        raise ValueError(f"MNIST images {str(image_file)!r}: expected uint8 pixels, got {X.dtype}")
-    if y.dtype.kind not in "iu":
-        raise ValueError(f"MNIST labels {str(label_file)!r}: expected integers, got {y.dtype}")
-    return X, y
+    with _IdxFile(image_file) as images, _IdxFile(label_file) as labels:
+        X_shape, y_shape = images.shape, labels.shape
+        if len(X_shape) != 3 or len(y_shape) != 1 or X_shape[0] != y_shape[0]:
+            raise ValueError(
+                f"MNIST {name} files do not match: images {X_shape} in {str(image_file)!r}, "
+                f"labels {y_shape} in {str(label_file)!r}"
+            )
+        if images.dtype != np.uint8:  # scale=True divides by 255
+            raise ValueError(
+                f"MNIST images {str(image_file)!r}: expected uint8 pixels, got "
+                f"{images.dtype.newbyteorder('=')}"
+            )
+        if labels.dtype.kind not in "iu":
+            raise ValueError(
+                f"MNIST labels {str(label_file)!r}: expected integers, got "
+                f"{labels.dtype.newbyteorder('=')}"
+            )
+        return images.read_body(), labels.read_body()
 
 
 # -- CIFAR-10 ----------------------------------------------------------------------------

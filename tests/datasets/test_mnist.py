@@ -3,6 +3,7 @@
 import gzip
 import os
 import struct
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +180,72 @@ def test_real_mnist_test_set():
 
 
 # -- CIFAR-10 --------------------------------------------------------------------------
+
+
+def traced_peak(function):
+    tracemalloc.start()
+    try:
+        result = function()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak, result
+
+
+def write_images_header(path, n, body_bytes=None, compress=False):
+    """A header for ``n`` 28x28 images and ``body_bytes`` zero bytes (all of them by default)."""
+    header = struct.pack(">BBBBIII", 0, 0, 0x08, 3, n, 28, 28)
+    body_bytes = n * 784 if body_bytes is None else body_bytes
+    if compress:
+        path.write_bytes(gzip.compress(header + bytes(body_bytes), compresslevel=1))
+        return
+    with open(path, "wb") as f:
+        f.write(header)
+        f.truncate(len(header) + body_bytes)  # sparse: no disk used
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["raw", "gzip"])
+def test_load_mnist_compares_both_headers_before_reading_any_data(tmp_path, compress):
+    # 47 MB of images, two labels: refused from the headers, the images never read
+    suffix = ".gz" if compress else ""
+    write_images_header(tmp_path / f"t10k-images-idx3-ubyte{suffix}", 60_000, compress=compress)
+    write_idx(
+        tmp_path / f"t10k-labels-idx1-ubyte{suffix}", np.zeros(2, np.uint8), compress=compress
+    )
+
+    def load():
+        with pytest.raises(ValueError, match=r"do not match: images \(60000, 28, 28\) in .*"):
+            load_mnist(tmp_path)
+
+    peak, _ = traced_peak(load)
+    assert peak < 1 << 20  # reading the images first took 47 MB (94 MB gzipped)
+    write_idx(
+        tmp_path / f"t10k-labels-idx1-ubyte{suffix}", np.zeros(60_000, np.float32), 0x0D, compress
+    )
+    with pytest.raises(ValueError, match="t10k-labels-idx1-ubyte.*expected integers, got float32"):
+        traced_peak(lambda: load_mnist(tmp_path))
+
+
+def test_a_small_gzip_declaring_a_large_body_allocates_nothing(tmp_path):
+    # 3 MB of data in a gzip file whose header declares 47 MB
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    write_images_header(path, 60_000, body_bytes=3 << 20, compress=True)
+
+    def read():
+        with pytest.raises(
+            ValueError, match=r"\(47040016 bytes\), but the file has 3145744 bytes"
+        ):
+            read_idx(path)
+
+    peak, _ = traced_peak(read)
+    assert peak < 2 << 20  # before: the 3 MB read, and joined
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["raw", "gzip"])
+def test_read_idx_holds_one_copy_of_the_data(tmp_path, compress):
+    array = (np.arange(5 * 10**6, dtype=np.int32) * 7919 - 10**9).reshape(1000, -1)
+    write_idx(tmp_path / "a.idx", array, 0x0C, compress)  # big-endian int32: swapped in place
+    peak, out = traced_peak(lambda: read_idx(tmp_path / "a.idx"))
+    assert_array_equal(out, array)
+    assert out.dtype == np.int32 and out.dtype.isnative
+    assert peak < array.nbytes + (2 << 20)  # before: three copies
