@@ -14,6 +14,7 @@ import numpy as np
 
 from sknet.backend._activations import ACTIVATIONS
 from sknet.backend._recurrent_kernels import RecurrentKernels
+from sknet.backend._sequence_kernels import SequenceKernels
 from sknet.backend._streaming import RowStream
 
 
@@ -22,7 +23,7 @@ def conv_outsize(size, k, stride, pad):
     return (size + 2 * pad - k) // stride + 1
 
 
-class Backend(RecurrentKernels):
+class Backend(SequenceKernels, RecurrentKernels):
     """Where arrays live and how the few backend-specific kernels run.
 
     Parameters

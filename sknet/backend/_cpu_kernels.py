@@ -14,6 +14,8 @@ cached on disk.
 
 import os
 
+from sknet.backend._cpu_sequence_kernels import sequence_kernels
+
 KERNELS = None
 
 
@@ -37,6 +39,7 @@ def _compile(cache=True):
         _conv_epilogue_kernels,
         _patch_kernels,
         _dense_kernels,
+        sequence_kernels,
     ):
         kernels.update(build(jit, reduce_jit))
     return kernels

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from sknet.backend._base import Backend
 from sknet.backend._cpu_kernels import KERNELS, require
 from sknet.backend._numpy_conv import NumpyConvolutions
+from sknet.backend._numpy_sequence import NumpySequenceKernels
 
 _NO_MASK = np.ones(0, dtype=bool)
 
@@ -19,7 +20,7 @@ def _contiguous(*arrays, ndim=1):
     return all(type(a) is np.ndarray and a.ndim == ndim and a.flags.c_contiguous for a in arrays)
 
 
-class NumpyBackend(NumpyConvolutions, Backend):
+class NumpyBackend(NumpySequenceKernels, NumpyConvolutions, Backend):
     """Backend running on the host with NumPy (and SciPy for sparse input)."""
 
     def __init__(self):

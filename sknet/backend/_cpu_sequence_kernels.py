@@ -1,0 +1,124 @@
+"""Fused Numba kernels of the sequence layers: layer norm and the attention's softmax.
+
+Built by :mod:`sknet.backend._cpu_kernels` with the other CPU kernels (the
+same ``jit`` options, the same cache). Each works on one row at a time, kept in
+cache: NumPy makes five to eight passes over the whole array for a layer norm
+or a masked softmax and reduces along short rows slowly. The exponentials stay
+in NumPy, whose SIMD ``exp`` Numba cannot match without a vector math library:
+the softmax is a pass here (mask, maximum, subtraction), NumPy's ``exp``, and a
+pass here (sum and scale).
+"""
+
+
+def sequence_kernels(jit, reduce_jit):
+    """The kernels by name (compiled by :func:`sknet.backend._cpu_kernels._compile`)."""
+    import numpy as np
+
+    @reduce_jit
+    def layer_norm_forward(X, gamma, beta, epsilon, out, xhat, inv_std):
+        # Rows of X (n, F): xhat, inv_std and out = xhat * gamma + beta; out may be xhat.
+        n, F = X.shape
+        for i in range(n):
+            row, xh, dst = X[i], xhat[i], out[i]
+            total = 0.0  # float64 accumulators
+            for j in range(F):
+                total += row[j]
+            mean = total / F
+            spread = 0.0
+            for j in range(F):
+                c = row[j] - mean
+                spread += c * c
+            inv = 1.0 / np.sqrt(spread / F + epsilon)
+            inv_std[i] = inv
+            m, s = X.dtype.type(mean), X.dtype.type(inv)
+            for j in range(F):
+                v = (row[j] - m) * s
+                xh[j] = v
+                dst[j] = v * gamma[j] + beta[j]
+
+    @reduce_jit
+    def layer_norm_backward(dY, xhat, inv_std, gamma, with_params, dgamma, dbeta, out):
+        # out (n, F) = inv_std * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), out may
+        # be dY; with_params: the column sums of dY * xhat and dY into dgamma, dbeta.
+        n, F = dY.shape
+        sums_g = np.zeros(F)
+        sums_b = np.zeros(F)
+        for i in range(n):
+            grad, xh, dst = dY[i], xhat[i], out[i]
+            first = 0.0
+            second = 0.0
+            for j in range(F):
+                g = grad[j]
+                if with_params:
+                    sums_g[j] += g * xh[j]
+                    sums_b[j] += g
+                d = g * gamma[j]
+                first += d
+                second += d * xh[j]
+            a, b = dY.dtype.type(first / F), dY.dtype.type(second / F)
+            s = dY.dtype.type(inv_std[i])
+            for j in range(F):
+                dst[j] = (grad[j] * gamma[j] - a - xh[j] * b) * s
+        if with_params:
+            for j in range(F):
+                dgamma[j] = sums_g[j]
+                dbeta[j] = sums_b[j]
+
+    @jit
+    def softmax_shift(S, key_mask, has_mask, causal):
+        # S (N, H, Tq, Tk): masked keys to -inf, then each row minus its maximum (a row
+        # without keys becomes all -inf, whose exp is 0)
+        N, H, Tq, Tk = S.shape
+        minus_inf = -np.inf
+        for n in range(N):
+            for h in range(H):
+                for q in range(Tq):
+                    row = S[n, h, q]
+                    last = min(q + 1, Tk) if causal else Tk
+                    top = minus_inf
+                    for k in range(last):
+                        if has_mask and not key_mask[n, k]:
+                            row[k] = minus_inf
+                        elif row[k] > top:
+                            top = row[k]
+                    for k in range(last, Tk):
+                        row[k] = minus_inf
+                    if top == minus_inf:
+                        continue
+                    for k in range(last):
+                        row[k] -= top
+
+    @reduce_jit
+    def softmax_normalize(P):
+        # rows of P (R, Tk) (exponentials) divided by their sums; an all-zero row stays 0
+        R, Tk = P.shape
+        for r in range(R):
+            row = P[r]
+            total = 0.0
+            for k in range(Tk):
+                total += row[k]
+            if total > 0:
+                inv = row.dtype.type(1.0 / total)
+                for k in range(Tk):
+                    row[k] *= inv
+
+    @reduce_jit
+    def softmax_grad(dP, P):
+        # rows (R, Tk): dP = P * (dP - sum(dP * P)), in place
+        R, Tk = P.shape
+        for r in range(R):
+            grad, p = dP[r], P[r]
+            inner = 0.0
+            for k in range(Tk):
+                inner += grad[k] * p[k]
+            s = grad.dtype.type(inner)
+            for k in range(Tk):
+                grad[k] = p[k] * (grad[k] - s)
+
+    return {
+        "layer_norm_forward": layer_norm_forward,
+        "layer_norm_backward": layer_norm_backward,
+        "softmax_shift": softmax_shift,
+        "softmax_normalize": softmax_normalize,
+        "softmax_grad": softmax_grad,
+    }

@@ -1,0 +1,87 @@
+"""The NumPy backend's sequence kernels: fused Numba row passes, strided-view patches.
+
+A mixin of :class:`~sknet.backend._numpy.NumpyBackend`, listed before
+:class:`~sknet.backend.Backend`: each method runs the Numba kernels of
+:mod:`sknet.backend._cpu_sequence_kernels` on C-contiguous NumPy arrays of the
+right shapes, and the shared ``xp`` code of
+:class:`~sknet.backend._sequence_kernels.SequenceKernels` otherwise (without
+Numba, or on arrays it cannot take).
+"""
+
+import numpy as np
+
+from sknet.backend._cpu_kernels import require
+
+_NO_MASK = np.ones((1, 1), dtype=bool)
+
+
+def _c_arrays(*arrays):
+    return all(type(a) is np.ndarray and a.flags.c_contiguous for a in arrays)
+
+
+class NumpySequenceKernels:
+    """Layer norm, masked softmax and 1-D patches on the CPU (a mixin of NumpyBackend)."""
+
+    def layer_norm_forward(self, X, gamma, beta, epsilon, out, xhat, inv_std):
+        if self.kernels is None or not _c_arrays(X, gamma, beta, out, xhat, inv_std):
+            return super().layer_norm_forward(X, gamma, beta, epsilon, out, xhat, inv_std)
+        n, F = X.shape
+        fits = out.shape == xhat.shape == (n, F) and gamma.shape == beta.shape == (F,)
+        require("layer_norm_forward", fits and inv_std.shape == (n,), X, gamma, out, inv_std)
+        self.kernels["layer_norm_forward"](X, gamma, beta, float(epsilon), out, xhat, inv_std)
+        return out
+
+    def layer_norm_backward(self, dY, xhat, inv_std, gamma, dgamma, dbeta, out):
+        with_params = dgamma is not None
+        if not with_params:
+            dgamma = dbeta = gamma  # not written
+        if self.kernels is None or not _c_arrays(dY, xhat, inv_std, gamma, dgamma, dbeta, out):
+            return super().layer_norm_backward(
+                dY, xhat, inv_std, gamma, dgamma if with_params else None, dbeta, out
+            )
+        n, F = dY.shape
+        fits = xhat.shape == out.shape == (n, F) and inv_std.shape == (n,)
+        fits = fits and gamma.shape == dgamma.shape == dbeta.shape == (F,)
+        require("layer_norm_backward", fits, dY, xhat, inv_std, gamma, dgamma, out)
+        self.kernels["layer_norm_backward"](
+            dY, xhat, inv_std, gamma, with_params, dgamma, dbeta, out
+        )
+        return out
+
+    def attention_softmax(self, S, key_mask, causal):
+        if self.kernels is None or not _c_arrays(S):
+            return super().attention_softmax(S, key_mask, causal)
+        N, H, Tq, Tk = S.shape
+        has_mask = key_mask is not None
+        if has_mask:
+            key_mask = np.ascontiguousarray(key_mask, dtype=bool)
+        mask = key_mask if has_mask else _NO_MASK
+        require("attention_softmax", not has_mask or mask.shape == (N, Tk), S, mask)
+        self.kernels["softmax_shift"](S, mask, has_mask, bool(causal))
+        np.exp(S, out=S)
+        self.kernels["softmax_normalize"](S.reshape(-1, Tk))
+        return S
+
+    def attention_softmax_grad(self, dP, P):
+        if self.kernels is None or not _c_arrays(dP, P):
+            return super().attention_softmax_grad(dP, P)
+        require("attention_softmax_grad", dP.shape == P.shape and dP.ndim == 4, dP, P)
+        Tk = P.shape[-1]
+        self.kernels["softmax_grad"](dP.reshape(-1, Tk), P.reshape(-1, Tk))
+        return dP
+
+    def im2col_1d(self, Xp, kernel, stride, dilation, out):
+        # one strided view of every window, copied once
+        N, Tp, C = Xp.shape
+        OT = out.shape[1]
+        inside = OT >= 1 and (OT - 1) * stride + (kernel - 1) * dilation < Tp
+        require("im2col_1d", inside and out.shape == (N, OT, kernel, C), Xp, out)
+        sN, sT, sC = Xp.strides
+        windows = np.lib.stride_tricks.as_strided(
+            Xp,
+            shape=(N, OT, kernel, C),
+            strides=(sN, sT * stride, sT * dilation, sC),
+            writeable=False,
+        )
+        np.copyto(out, windows)
+        return out
