@@ -104,6 +104,45 @@ def value(x):
     return x.data if type(x) is Variable else x
 
 
+def read_only(x):
+    """``x`` as user code gets it, so that writing into it cannot change what others hold.
+
+    A NumPy array becomes a read-only view (no copy: writing into it raises
+    NumPy's "read-only" ValueError); a CuPy array, which cannot be read-only,
+    a copy. Variables (never written in place) and sparse matrices come back
+    as they are.
+    """
+    if isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            x = x.view()
+            x.flags.writeable = False
+        return x
+    if type(x) is Variable or is_sparse(x) or not hasattr(x, "copy"):
+        return x
+    return x.copy()  # a device array
+
+
+def writable_again(y, source):
+    """``y`` writable when it is a read-only view of the writable array ``source``.
+
+    What user code returned from a :func:`read_only` input (``X`` itself, or
+    ``X.reshape(...)``) goes on as writable as its input was: the code after
+    it may work in place on what a layer returns.
+    """
+    if (
+        isinstance(y, np.ndarray)
+        and isinstance(source, np.ndarray)
+        and not y.flags.writeable
+        and source.flags.writeable
+        and np.may_share_memory(y, source)
+    ):
+        try:
+            y.flags.writeable = True  # allowed when the memory's owner is writable
+        except ValueError:
+            pass
+    return y
+
+
 def record(data, inputs, vjp):
     """``data`` as the output of a primitive applied to ``inputs``.
 

@@ -8,7 +8,12 @@ from sklearn.base import BaseEstimator
 
 from sknet.autodiff._recording import recorded_backward, recorded_forward
 from sknet.layers._arrays import LayerArrays
-from sknet.layers._contract import checked_backward, checked_forward, with_training_parameters
+from sknet.layers._contract import (
+    checked_backward,
+    checked_build,
+    checked_forward,
+    with_training_parameters,
+)
 from sknet.layers._tree import TreeNode, apply_container_flags
 
 _TRAINABLE_DOC = """\
@@ -70,7 +75,10 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
     else uses it: ``forward``'s output must have the shape its ``build``
     declared (per sample) and the input's dtype, ``backward``'s gradient the
     shape and dtype of the input; a mismatch is a ValueError naming the layer
-    and both shapes. A subclass of a built-in layer that overrides
+    and both shapes. Its ``build`` must call ``super().build`` and return a
+    tuple of positive integers, and its ``forward`` gets ``X`` read-only
+    (writing into it is a ValueError naming the layer: ``X`` may be the
+    caller's data). A subclass of a built-in layer that overrides
     ``forward`` but not ``backward`` is differentiated from its new forward.
 
     Everything else the network uses has a default here: ``values_per_sample``
@@ -154,6 +162,7 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
             cls.forward = recorded_forward(cls.__dict__["forward"])
         if not cls.__module__.startswith("sknet."):  # a user's layer: checked at the boundary
             with_training_parameters(cls)
+            cls.build = checked_build(cls.build)
             cls.forward = checked_forward(cls.forward)
             cls.backward = checked_backward(cls.backward)
 

@@ -8,14 +8,29 @@ layer class written outside sknet:
   ``__init__`` does not take them, so every layer can be frozen, scaled,
   cloned, grid-searched and reused by ``from_estimator`` without declaring
   them;
+- :func:`checked_build`: ``build`` must call ``super().build(...)`` and
+  return the shape of one output sample, a tuple of positive integers
+  (:func:`check_build_output`);
 - :func:`checked_forward` and :func:`checked_backward`: what the user's
   ``forward`` and ``backward`` return is checked for shape and dtype before
   the next layer (and its kernels) sees it, with a ValueError naming the
-  layer and both shapes.
+  layer and both shapes. ``forward`` gets its input read-only
+  (:func:`sknet.autodiff._variable.read_only`: a view, no copy, on NumPy; a
+  copy on CuPy), so a layer that writes into it (``X *= 2``) gets a
+  ValueError naming it instead of changing the caller's data or the output
+  that the layer before it keeps for its backward pass.
 """
 
 import functools
 import inspect
+from numbers import Integral
+
+from sknet.autodiff._variable import read_only, writable_again
+
+#: What ``Layer.build`` sets, which a ``build`` skipping ``super().build`` lacks.
+_SET_BY_LAYER_BUILD = frozenset(
+    {"backend_", "dtype_", "input_shape_", "params", "grads", "state", "_buffers", "_cache"}
+)
 
 #: The parameters every layer takes, with their defaults.
 TRAINING_PARAMETERS = {"trainable": True, "lr_scale": 1.0, "weights": None}
@@ -45,6 +60,65 @@ def with_training_parameters(cls):
     ]
     __init__.__signature__ = signature.replace(parameters=[*parameters.values(), *added])
     cls.__init__ = __init__
+
+
+def check_build_output(owner, shape):
+    """``shape`` (what ``owner`` returned) as a tuple of ints, or a clear error naming ``owner``.
+
+    ``owner`` is what to name, e.g. ``"MyLayer.build"``. The shape of one
+    output sample must be a tuple (or list) of positive integers; ``()`` is a
+    scalar per sample.
+    """
+    wanted = (
+        "the shape of one output sample, a tuple of positive integers (return "
+        "input_shape for a layer that keeps the shape of its input)"
+    )
+    if shape is None:
+        raise TypeError(f"{owner} returned None; it must return {wanted}")
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"{owner} must return {wanted}, got {type(shape).__name__} {shape!r:.60}")
+    for size in shape:
+        if isinstance(size, bool) or not isinstance(size, Integral) or size < 1:
+            hint = " (divide sizes with //)" if isinstance(size, float) else ""
+            raise ValueError(
+                f"{owner} returned the output shape {tuple(shape)!r}: every size must be a "
+                f"positive integer, got {size!r}{hint}"
+            )
+    return tuple(int(size) for size in shape)
+
+
+def _no_super_build(layer, missing):
+    name = type(layer).__name__
+    return TypeError(
+        f"{name}.build must call super().build(input_shape, backend=backend, dtype=dtype, "
+        "rng=rng) first: it sets the layer's backend_, dtype_, input_shape_, params, grads "
+        f"and state, which its arrays and the network need (this layer has no {missing})"
+    )
+
+
+def checked_build(build):
+    """``build`` checked: ``super().build`` called, an output shape returned (a tuple of ints)."""
+    if getattr(build, "_sknet_checked", False):
+        return build
+
+    @functools.wraps(build)
+    def run(layer, input_shape, *args, **kwargs):
+        try:
+            shape = build(layer, input_shape, *args, **kwargs)
+        except AttributeError as exc:  # self.params / self.backend_ before super().build
+            missing = getattr(exc, "name", None)
+            if missing in _SET_BY_LAYER_BUILD and getattr(exc, "obj", None) is layer:
+                raise _no_super_build(layer, missing) from exc
+            raise
+        built = layer.__dict__
+        missing = sorted(_SET_BY_LAYER_BUILD - {"_buffers", "_cache"} - set(built))
+        backend = kwargs.get("backend")
+        if missing or (backend is not None and built["backend_"] is not backend):
+            raise _no_super_build(layer, missing[0] if missing else "backend_")
+        return check_build_output(f"{type(layer).__name__}.build", shape)
+
+    run._sknet_checked = True
+    return run
 
 
 def _shape_text(shape):
@@ -108,7 +182,9 @@ def checked_forward(forward):
 
     @functools.wraps(forward)
     def run(layer, X, *, training, **kwargs):
-        Y = forward(layer, X, training=training, **kwargs)
+        Y = call_with_read_only_input(
+            f"{type(layer).__name__}.forward", forward, layer, X, training=training, **kwargs
+        )
         check_forward_output(layer, X, Y)
         return Y
 
@@ -123,9 +199,39 @@ def checked_backward(backward):
 
     @functools.wraps(backward)
     def run(layer, dY):
-        dX = backward(layer, dY)
+        try:
+            dX = backward(layer, dY)
+        except ValueError as exc:
+            if "read-only" not in str(exc):
+                raise
+            raise ValueError(
+                f"{type(layer).__name__}.backward wrote into a read-only array, most likely "
+                "the input X that its forward kept: a layer must not change its input (the "
+                "caller's data, or the output of the layer before it); compute new arrays"
+            ) from exc
         check_backward_output(layer, dY, dX)
         return dX
 
     run._sknet_checked = True
     return run
+
+
+def call_with_read_only_input(owner, function, *args, **kwargs):
+    """``function(*args, **kwargs)`` with the last positional argument (the input) read-only.
+
+    A write into it is a ValueError naming ``owner`` (``"MyLayer.forward"``);
+    what the function returns is as writable as the input was.
+    """
+    *head, X = args
+    try:
+        Y = function(*head, read_only(X), **kwargs)
+    except ValueError as exc:
+        if "read-only" not in str(exc):
+            raise
+        raise ValueError(
+            f"{owner} wrote into a read-only array, most likely its input X: a layer must "
+            "not change its input (the caller's data, or the output of the layer before "
+            "it, which that layer's backward needs); compute a new array (Y = X * 2, not "
+            "X *= 2)"
+        ) from exc
+    return writable_again(Y, X)
