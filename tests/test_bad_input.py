@@ -159,3 +159,131 @@ def test_bad_input_never_corrupts_a_fitted_model(clf):
         with pytest.raises(ValueError):
             bad()
     np.testing.assert_array_equal(clf.predict_proba(X), proba)
+
+
+# -- values checked in the model's dtype, naming the array ----------------------------------
+# A float64 value beyond the largest float32 is finite where scikit-learn checks it, and
+# infinite where a float32 model computes: refused, under the array's own name.
+BEYOND_FLOAT32 = 1e39
+FLOAT32_MESSAGE = r"Input {} contains infinity or a value too large for dtype\('float32'\)"
+
+
+def test_predict_proba_of_a_value_beyond_float32_names_X(clf):
+    clf.fit(X, y)
+    Xbad = X[:2].copy()
+    Xbad[0, 1] = BEYOND_FLOAT32
+    with pytest.raises(ValueError, match=FLOAT32_MESSAGE.format("X") + r".*X\[0, 1\] = 1e\+39"):
+        clf.predict_proba(Xbad)
+    # a float64 model computes with it: a probability, as scikit-learn gives
+    proba = clf.set_params(dtype="float64").fit(X, y).predict_proba(Xbad)
+    assert np.isfinite(proba).all()
+
+
+def test_a_sparse_X_beyond_float32_names_X(clf):
+    sp = pytest.importorskip("scipy.sparse")
+    Xbad = sp.csr_matrix(X)
+    Xbad.data[5] = -BEYOND_FLOAT32
+    with pytest.raises(ValueError, match=FLOAT32_MESSAGE.format("X")):
+        clf.fit(Xbad, y)
+
+
+def test_an_X_val_beyond_float32_names_X_val(clf):
+    X_val = X.copy()
+    X_val[4, 0] = BEYOND_FLOAT32
+    with pytest.raises(ValueError, match=FLOAT32_MESSAGE.format("X_val")):
+        clf.set_params(early_stopping=True).fit(X, y, X_val=X_val, y_val=y)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [(np.nan, "Input y_val contains NaN"), (BEYOND_FLOAT32, FLOAT32_MESSAGE.format("y_val"))],
+)
+def test_a_bad_y_val_names_y_val(value, message):
+    y_val = y_reg.copy()
+    y_val[2] = value
+    reg = MLPRegressor(hidden_layer_sizes=(4,), max_iter=2, device="cpu")
+    with pytest.raises(ValueError, match=message):
+        reg.fit(X, y_reg, X_val=X, y_val=y_val)
+
+
+def test_the_validation_set_is_named_in_scikit_learn_errors(clf):
+    with pytest.raises(ValueError, match=r"validation set \(X_val, y_val\): X has 2 features"):
+        clf.fit(X, y, X_val=X[:, :2], y_val=y)
+
+
+def test_a_y_beyond_float32_is_blamed_on_y_not_X():
+    ybad = y_reg.copy()
+    ybad[7] = BEYOND_FLOAT32
+    with pytest.raises(ValueError, match=FLOAT32_MESSAGE.format("y") + r".*y\[7\]"):
+        MLPRegressor(hidden_layer_sizes=(4,), max_iter=2, device="cpu").fit(X, ybad)
+
+
+@pytest.mark.parametrize("name", ["sample_weight", "sample_weight_val"])
+def test_a_sample_weight_beyond_float32_is_blamed_on_it(clf, name):
+    weights = np.ones(40)
+    weights[3] = BEYOND_FLOAT32
+    if name == "sample_weight":
+        kwargs = {"sample_weight": weights}
+    else:
+        kwargs = {"X_val": X, "y_val": y, "sample_weight_val": weights}
+    with pytest.raises(ValueError, match=FLOAT32_MESSAGE.format(name)):
+        clf.fit(X, y, **kwargs)
+
+
+def test_sample_weights_that_round_to_zero_in_float32_are_refused(clf):
+    with pytest.raises(
+        ValueError, match="sample_weight has no weight that stays positive.*float32"
+    ):
+        clf.fit(X, y, sample_weight=np.full(40, 1e-50))
+    clf.set_params(dtype="float64").fit(X, y, sample_weight=np.full(40, 1e-50))  # fine there
+
+
+def test_sample_weight_times_class_weight_is_checked_in_the_model_dtype(clf):
+    weights = np.full(40, 1e20)
+    with pytest.raises(ValueError, match=FLOAT32_MESSAGE.format("sample_weight \\* class_weight")):
+        clf.set_params(class_weight={0: 1e20, 1: 1e20}).fit(X, y, sample_weight=weights)
+
+
+def test_float32_data_are_checked_without_a_copy(clf):
+    tracemalloc = pytest.importorskip("tracemalloc")
+    X32 = np.random.RandomState(0).rand(50_000, 20).astype(np.float32)  # 4 MB
+    clf.fit(X32[:40], y)
+    tracemalloc.start()
+    try:
+        clf._validate_X_predict(X32)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < X32.nbytes / 10
+
+
+# -- class_weight gets sample_weight's checks ------------------------------------------------
+@pytest.mark.parametrize(
+    "class_weight, message",
+    [
+        ({0: 0, 1: 0}, r"class_weight=\{0: 0, 1: 0\} gives every sample zero weight"),
+        ({0: -1.0, 1: 1.0}, "class_weight must map classes to finite numbers >= 0, got -1.0"),
+        ({0: np.nan, 1: 1.0}, "class_weight must map classes to finite numbers >= 0, got nan"),
+        ({0: np.inf, 1: 1.0}, "class_weight must map classes to finite numbers >= 0, got inf"),
+        ({0: "heavy", 1: 1.0}, "class_weight must map classes to finite numbers >= 0"),
+        ({0: 1e39, 1: 1.0}, FLOAT32_MESSAGE.format("class_weight")),
+        # scikit-learn's rule for keys that are not classes
+        ({0: 2.0, 5: 1.0}, r"The classes, \[1\], are not in class_weight"),
+    ],
+)
+def test_bad_class_weight_is_a_value_error_naming_it(clf, class_weight, message):
+    with pytest.raises(ValueError, match=message):
+        clf.set_params(class_weight=class_weight).fit(X, y)
+
+
+def test_class_weight_all_zero_is_refused_by_partial_fit_too(clf):
+    with pytest.raises(ValueError, match="gives every sample zero weight"):
+        clf.set_params(class_weight={0: 0.0, 1: 0.0}).partial_fit(X, y, classes=[0, 1])
+
+
+def test_class_weight_zero_for_one_class_and_balanced_still_train(clf):
+    one = clf.set_params(class_weight={0: 0.0, 1: 1.0}).fit(X, y)
+    assert np.isfinite(one.loss_curve_).all()
+    balanced = MLPClassifier(hidden_layer_sizes=(4,), max_iter=5, random_state=0, device="cpu")
+    balanced.set_params(class_weight="balanced").fit(X[:30], y[:30])
+    assert np.isfinite(balanced.loss_curve_).all()

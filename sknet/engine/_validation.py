@@ -9,6 +9,7 @@ estimator asks for (its own ``score``, ``'loss'``, or any scikit-learn
 scorer).
 """
 
+import math
 import warnings
 from numbers import Real
 
@@ -21,8 +22,61 @@ from sknet.backend import get_array_module, is_device_array
 from sknet.engine._placement import backend_data
 
 
-def check_sample_weight(sample_weight, n_samples, dtype):
-    """Validate ``sample_weight`` into a 1-D float array of ``n_samples`` (host)."""
+def check_finite(a, dtype, name):
+    """Refuse NaN, infinity and values that become infinite in ``dtype`` (the model's).
+
+    ``a`` is checked where it will be used: the model computes in ``dtype``,
+    so a float64 value beyond the largest float32 is refused for a float32
+    model, with a message naming the array (``name``). ``a`` (a NumPy or CuPy
+    array or a sparse matrix) is not copied: its smallest and largest values
+    are read in its own dtype, and only when they show a problem are its rows
+    cast, a chunk at a time, to say where. Integer arrays pass.
+    """
+    values = a.data if hasattr(a, "nnz") else a  # a sparse matrix: its stored values
+    if values.dtype.kind != "f" or values.size == 0:
+        return
+    low, high = float(values.min()), float(values.max())
+    largest = float(np.finfo(dtype).max)
+    if math.isfinite(low) and math.isfinite(high) and -largest <= low and high <= largest:
+        return
+    where, value = _first_non_finite(values, dtype)
+    if where is None:  # only values that round to the largest number of dtype
+        return
+    at = f"{name}[{', '.join(str(i) for i in where)}]" if not hasattr(a, "nnz") else name
+    if math.isnan(value):
+        raise ValueError(f"Input {name} contains NaN ({at}).")
+    message = (
+        f"Input {name} contains infinity or a value too large for dtype({np.dtype(dtype).name!r})"
+    )
+    if math.isinf(value):
+        raise ValueError(f"{message} ({at} is {value}).")
+    raise ValueError(
+        f"{message}: {at} = {value:.6g} is beyond the largest {np.dtype(dtype).name} "
+        f"({largest:.6g}), the dtype the model computes in; scale the data or use "
+        "dtype='float64'."
+    )
+
+
+def _first_non_finite(values, dtype):
+    """``(index, value)`` of the first entry of ``values`` not finite in ``dtype``."""
+    xp = get_array_module(values)
+    step = max(1, (1 << 20) // max(1, values[:1].size))  # about a million values a chunk
+    for start in range(0, values.shape[0], step):
+        chunk = values[start : start + step]
+        with np.errstate(over="ignore"):  # the overflow is what is looked for
+            bad = xp.argwhere(~xp.isfinite(chunk.astype(dtype)))
+        if bad.shape[0]:
+            index = tuple(int(i) for i in bad[0])
+            return (start + index[0],) + index[1:], float(chunk[index])
+    return None, None
+
+
+def check_sample_weight(sample_weight, n_samples, dtype, name="sample_weight"):
+    """Validate ``sample_weight`` into a 1-D float array of ``n_samples`` (host).
+
+    Checked in the model's ``dtype``: finite there, non-negative, and with a
+    weight that stays positive there (:func:`check_positive_weights`).
+    """
     if sample_weight is None:
         return None
     if isinstance(sample_weight, Real):
@@ -34,7 +88,8 @@ def check_sample_weight(sample_weight, n_samples, dtype):
             ensure_2d=False,
             dtype=[dtype, np.float64, np.float32],
             order="C",
-            input_name="sample_weight",
+            ensure_all_finite=False,
+            input_name=name,
         )
         if sample_weight.ndim != 1:
             raise ValueError(
@@ -42,14 +97,28 @@ def check_sample_weight(sample_weight, n_samples, dtype):
                 f"shape {sample_weight.shape}"
             )
         if sample_weight.shape != (n_samples,):
-            raise ValueError(
-                f"sample_weight.shape == {sample_weight.shape}, expected {(n_samples,)}!"
-            )
+            raise ValueError(f"{name}.shape == {sample_weight.shape}, expected {(n_samples,)}!")
+    check_finite(sample_weight, dtype, name)
     if np.any(sample_weight < 0):
-        raise ValueError("Negative values in data passed to sample_weight")
-    if not np.any(sample_weight > 0):
-        raise ValueError("sample_weight must have a positive sum, got all zeros")
+        raise ValueError(f"Negative values in data passed to {name}")
+    check_positive_weights(sample_weight, dtype, name)
     return sample_weight
+
+
+def check_positive_weights(weights, dtype, name):
+    """Refuse weights none of which is positive once cast to ``dtype``: nothing to learn.
+
+    A weight below half the smallest positive number of ``dtype`` rounds to 0 there.
+    """
+    if np.any(weights > float(np.finfo(dtype).smallest_subnormal) / 2):
+        return
+    if np.any(weights > 0):
+        raise ValueError(
+            f"{name} has no weight that stays positive in the model's dtype "
+            f"{np.dtype(dtype).name}: the largest, {weights.max():.6g}, rounds to 0 there; "
+            "scale the weights up"
+        )
+    raise ValueError(f"{name} must have a positive sum, got all zeros")
 
 
 def check_device_X(est, X):
@@ -69,8 +138,7 @@ def check_device_X(est, X):
         )
     if X.dtype.kind not in "biuf":
         raise ValueError(f"X must hold numbers, got dtype {X.dtype}")
-    if not bool(get_array_module(X).isfinite(X).all()):
-        raise ValueError("Input X contains NaN or infinity.")
+    check_finite(X, est._np_dtype, "X")
     return X
 
 
@@ -104,8 +172,19 @@ def validation_set(est, X_val, y_val, sample_weight_val, validation_data):
             + ("y_val" if X_val is None else "X_val")
         )
     X_val, y_val = (a.get() if is_device_array(a) else a for a in (X_val, y_val))
-    X_val, Y_val = est._validate_input(X_val, y_val, incremental=True, reset=False)
-    return X_val, Y_val, check_sample_weight(sample_weight_val, X_val.shape[0], X_val.dtype)
+    try:
+        X_val, Y_val = est._validate_input(
+            X_val, y_val, incremental=True, reset=False, names=("X_val", "y_val")
+        )
+    except ValueError as exc:
+        if "X_val" in str(exc) or "y_val" in str(exc):
+            raise
+        # scikit-learn's checks speak of X and y: say which ones
+        raise ValueError(f"The validation set (X_val, y_val): {exc}") from exc
+    sample_weight_val = check_sample_weight(
+        sample_weight_val, X_val.shape[0], est._np_dtype, "sample_weight_val"
+    )
+    return X_val, Y_val, sample_weight_val
 
 
 def validation_split(est, Y, rng):

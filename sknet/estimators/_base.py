@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import check_scoring
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from sknet.backend import get_backend, is_device_array
 from sknet.engine._bytes import parse_bytes
@@ -33,6 +33,8 @@ from sknet.engine._transaction import FitTransaction
 from sknet.engine._types import Diverged, NoRoomForBatch
 from sknet.engine._validation import (
     check_device_X,
+    check_finite,
+    check_positive_weights,
     check_sample_weight,
     validation_set,
     validation_split,
@@ -41,6 +43,8 @@ from sknet.engine._warm_start import check_same_network, network_signature
 from sknet.estimators._persistence import PersistenceMixin
 from sknet.estimators._training import STOCHASTIC_SOLVERS, train
 from sknet.exceptions import DeviceMemoryError
+from sknet.layers._tree import check_tree
+from sknet.losses import EnsembleLoss
 
 
 class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
@@ -113,8 +117,12 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         """The loss to train with: ``loss`` resolved for the fitted targets."""
 
     @abstractmethod
-    def _validate_input(self, X, y, incremental, reset):
-        """Validate ``X`` and encode ``y`` as a 2-D float target (host arrays)."""
+    def _validate_input(self, X, y, incremental, reset, names=("X", "y")):
+        """Validate ``X`` and encode ``y`` as a 2-D float target (host arrays).
+
+        ``names`` are the arrays' names in error messages (``X_val``, ``y_val``
+        for a validation set).
+        """
 
     @abstractmethod
     def _validation_score(self, Y_true, P, sample_weight):
@@ -140,29 +148,48 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         return None
 
     # -- validation -----------------------------------------------------------
+    def _X_dtype(self):
+        """The dtypes ``X`` is validated into (token ids override: integers)."""
+        return [self._np_dtype.type, np.float64, np.float32]
+
     def _validate_X_predict(self, X):
         check_is_fitted(self)
         if is_device_array(X):
             return check_device_X(self, X)
-        return validate_data(
+        X = validate_data(
             self,
             X,
             accept_sparse=self._accept_sparse,
-            dtype=[self._np_dtype.type, np.float64, np.float32],
+            dtype=self._X_dtype(),
+            ensure_all_finite=False,  # checked in the model's dtype, below
             reset=False,
         )
+        check_finite(X, self._np_dtype, "X")
+        return X
 
-    def _validate_Xy(self, X, y, reset, **kwargs):
-        return validate_data(
+    def _validate_Xy(self, X, y, reset, names=("X", "y"), **kwargs):
+        if names[1] != "y":  # scikit-learn's check of y would call it y
+            check_array(
+                y,
+                accept_sparse="csr",
+                ensure_2d=False,
+                dtype=None,
+                input_name=names[1],
+                estimator=self,
+            )
+        X, y = validate_data(
             self,
             X,
             y,
             accept_sparse=self._accept_sparse,
             multi_output=True,
-            dtype=[self._np_dtype.type, np.float64, np.float32],
+            dtype=self._X_dtype(),
+            ensure_all_finite=False,  # checked in the model's dtype, below
             reset=reset,
             **kwargs,
         )
+        check_finite(X, self._np_dtype, names[0])
+        return X, y
 
     def _check_solver(self):
         if self.solver not in STOCHASTIC_SOLVERS:
@@ -249,12 +276,17 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         with FitTransaction(self, release_memory=not incremental) as transaction:
             transaction.backend = backend
             X, Y = self._validate_input(X, y, incremental, reset=first_pass)
-            sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+            sample_weight = check_sample_weight(sample_weight, X.shape[0], self._np_dtype)
             class_weight = self._class_sample_weight(Y, incremental)
             if class_weight is not None:
-                sample_weight = (
-                    class_weight if sample_weight is None else sample_weight * class_weight
-                )
+                if sample_weight is not None:
+                    sample_weight = sample_weight * class_weight
+                    check_finite(sample_weight, self._np_dtype, "sample_weight * class_weight")
+                    check_positive_weights(
+                        sample_weight, self._np_dtype, "sample_weight * class_weight"
+                    )
+                else:
+                    sample_weight = class_weight
             if not first_pass and Y.shape[1] != self.n_outputs_:
                 raise ValueError(
                     f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
@@ -310,7 +342,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         self.n_iter_ = 0
         self.t_ = 0
         self.n_outputs_ = n_outputs
-        layers = [copy.deepcopy(layer) for layer in self._build_layers()]
+        layers = [copy.deepcopy(layer) for layer in check_tree(self._build_layers())]
         network = Network.build(
             layers,
             self._network_input_shape(n_features),
@@ -320,18 +352,33 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
             head=self._output_layers,
             padding_value=self._padding_value(),
         )
-        if network.output_shape != (n_outputs,):
+        members = getattr(network.layers[-1], "n_members_", None)  # an ensemble's head
+        expected = (n_outputs,) if members is None else (members, n_outputs)
+        if network.output_shape != expected:
             raise ValueError(
                 f"The last layer outputs samples of shape {network.output_shape}, but "
-                f"the targets need ({n_outputs},)."
+                f"the targets need {expected}."
             )
         self.network_ = network
         self._network_spec = network_signature(self)
-        self._loss = self._make_loss()
+        self._loss = self._network_loss()
         self.out_activation_ = self._loss.out_activation
         self.history_ = []
         if self.solver in STOCHASTIC_SOLVERS:
             ScikitLearnConvergence.reset(self)
+
+    def _network_loss(self):
+        """``_make_loss()``, averaged over the members of an ensemble's outputs.
+
+        A network whose outputs carry a member axis (it ends with an
+        :class:`~sknet.layers.EnsembleHead`) trains on the mean of the
+        members' losses and predicts the mean of their predictions
+        (:class:`~sknet.losses.EnsembleLoss`).
+        """
+        loss = self._make_loss()
+        if getattr(self.network_.layers[-1], "n_members_", None) is not None:
+            return EnsembleLoss(loss)
+        return loss
 
     def _validation_split(self, Y, rng):
         return validation_split(self, Y, rng)

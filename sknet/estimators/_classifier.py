@@ -7,6 +7,9 @@ into a classifier with scikit-learn's MLP rules: a ``LabelBinarizer`` encodes
 ``classes=`` on its first call.
 """
 
+import math
+from numbers import Real
+
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.metrics import accuracy_score
@@ -22,6 +25,7 @@ from sklearn.utils.multiclass import (
 )
 
 from sknet.backend import get_array_module, is_device_array
+from sknet.engine._validation import check_finite
 from sknet.losses import CLASSIFIER_LOSSES, Loss, estimator_loss
 
 
@@ -39,6 +43,21 @@ def _check_partial_fit_first_call(clf, classes):
         else:
             return True
     return False
+
+
+def _check_class_weight_values(class_weight):
+    """Every weight of a ``class_weight`` dict a finite number >= 0 (as sample_weight's)."""
+    for label, weight in class_weight.items():
+        if (
+            isinstance(weight, (bool, np.bool_))
+            or not isinstance(weight, Real)
+            or not math.isfinite(weight)
+            or weight < 0
+        ):
+            raise ValueError(
+                "class_weight must map classes to finite numbers >= 0, got "
+                f"{weight!r} for class {label!r}"
+            )
 
 
 class NetworkClassifierMixin(ClassifierMixin):
@@ -59,18 +78,27 @@ class NetworkClassifierMixin(ClassifierMixin):
                 "frequencies of one batch are not those of the data. Compute them once "
                 "with sklearn.utils.class_weight.compute_class_weight and pass a dict."
             )
+        if isinstance(self.class_weight, dict):
+            _check_class_weight_values(self.class_weight)
         if self._label_binarizer.y_type_ == "multilabel-indicator":
             y = Y.astype(np.int64)
         else:
             y = self.classes_[Y[:, 0].astype(np.int64) if Y.shape[1] == 1 else Y.argmax(axis=1)]
-        return compute_sample_weight(self.class_weight, y)
+        weights = compute_sample_weight(self.class_weight, y)
+        check_finite(weights, self._np_dtype, "class_weight")
+        if not np.any(weights > float(np.finfo(self._np_dtype).smallest_subnormal) / 2):
+            raise ValueError(
+                f"class_weight={self.class_weight!r} gives every sample zero weight in the "
+                f"model's dtype {self._np_dtype.name}: there is nothing to learn"
+            )
+        return weights
 
     def _make_loss(self):
         # A classifier's loss outputs probabilities: refused otherwise, before training.
         return estimator_loss(self.loss, self._label_binarizer.y_type_, self)
 
-    def _validate_input(self, X, y, incremental, reset):
-        X, y = self._validate_Xy(X, y, reset)
+    def _validate_input(self, X, y, incremental, reset, names=("X", "y")):
+        X, y = self._validate_Xy(X, y, reset, names=names)
         if y.ndim == 2 and y.shape[1] == 1:
             y = column_or_1d(y, warn=True)
         check_classification_targets(y)

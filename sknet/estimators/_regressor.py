@@ -7,6 +7,7 @@ from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 
+from sknet.engine._validation import check_finite
 from sknet.losses import REGRESSOR_LOSSES, Loss, estimator_loss
 
 
@@ -21,8 +22,9 @@ class NetworkRegressorMixin(RegressorMixin):
         # A classification loss is refused, before training.
         return estimator_loss(self.loss, "continuous", self)
 
-    def _validate_input(self, X, y, incremental, reset):
-        X, y = self._validate_Xy(X, y, reset, y_numeric=True)
+    def _validate_input(self, X, y, incremental, reset, names=("X", "y")):
+        X, y = self._validate_Xy(X, y, reset, names=names, y_numeric=True)
+        check_finite(y, self._np_dtype, names[1])  # the targets, in the model's dtype
         if y.ndim == 2 and y.shape[1] == 1:
             y = column_or_1d(y, warn=True)
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
