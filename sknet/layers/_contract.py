@@ -125,9 +125,15 @@ def _shape_text(shape):
     return "(n, " + ", ".join(str(d) for d in shape) + ")" if shape else "(n,)"
 
 
+def layer_name(layer):
+    """How errors name ``layer``: its class, or what its ``_boundary_name()`` says."""
+    describe = getattr(layer, "_boundary_name", None)
+    return describe() if callable(describe) else type(layer).__name__
+
+
 def check_forward_output(layer, X, Y):
     """Fail clearly when ``layer.forward`` returned something the next layer cannot take."""
-    name = type(layer).__name__
+    name = layer_name(layer)
     if not hasattr(Y, "shape") or not hasattr(Y, "dtype"):
         raise TypeError(f"{name}.forward must return an array, got {type(Y).__name__}")
     expected = layer.__dict__.get("_declared_output_shape")  # what build() returned
@@ -152,7 +158,7 @@ def check_forward_output(layer, X, Y):
 
 def check_backward_output(layer, dY, dX):
     """Fail clearly when ``layer.backward`` returned a gradient of the wrong shape or dtype."""
-    name = type(layer).__name__
+    name = layer_name(layer)
     if dX is None:
         if not layer.skip_input_grad:
             raise ValueError(

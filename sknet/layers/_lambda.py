@@ -6,8 +6,9 @@ import types
 
 import numpy as np
 
-from sknet.autodiff import Variable
+from sknet.autodiff import Variable, is_variable
 from sknet.layers._base import Layer
+from sknet.layers._contract import call_with_read_only_input, check_build_output
 
 
 class Lambda(Layer):
@@ -66,17 +67,16 @@ class Lambda(Layer):
         quiet = np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
         with quiet:
             Y = self.func(probe, **(self.kw_args or {}))
-        shape = tuple(Y.shape)
-        if len(shape) < 1 or shape[0] != 2:
-            raise ValueError(
-                f"Lambda({_name(self.func)}) returned shape {shape} for a batch of 2 "
-                "samples; the first axis must stay the batch"
-            )
-        self.output_shape_ = shape[1:]
+        self.output_shape_ = _checked_probe(self.func, Y, probe)
         return self.output_shape_
 
     def forward(self, X, *, training):
-        return self.func(X, **(self.kw_args or {}))
+        owner = f"{self._boundary_name()}, called by Lambda.forward,"
+        return call_with_read_only_input(owner, self.func, X, **(self.kw_args or {}))
+
+    def _boundary_name(self):
+        """How errors about what ``func`` returns name the layer."""
+        return f"Lambda({_name(self.func)})"
 
     def __deepcopy__(self, memo):
         # The function is shared, not copied (copies made while fitting need no pickling).
@@ -101,3 +101,34 @@ class Lambda(Layer):
 
 def _name(func):
     return getattr(func, "__qualname__", type(func).__name__)
+
+
+def _checked_probe(func, Y, probe):
+    """The per-sample output shape of ``func``, from what it returned for the recorded ``probe``.
+
+    It must be a recorded array of the probe's dtype with the batch axis
+    first: anything else is an error naming the function, before a network
+    uses it.
+    """
+    owner = f"Lambda({_name(func)})"
+    if not is_variable(Y):
+        if not hasattr(Y, "shape") or not hasattr(Y, "dtype"):
+            raise TypeError(f"{owner} must return an array, got {type(Y).__name__} {Y!r:.60}")
+        raise TypeError(
+            f"{owner} returned a plain {type(Y).__name__}, not an array computed from its "
+            "input X: its gradient would be lost. Compute it from X with the operators "
+            "and the functions of sknet.autodiff (not X.data, nor NumPy's or CuPy's "
+            "functions outside those sknet.autodiff dispatches)"
+        )
+    if Y.dtype != probe.dtype:
+        raise TypeError(
+            f"{owner} returned {Y.dtype} values for {probe.dtype} inputs; keep the input's "
+            "dtype (constants as Python numbers or arrays of X.dtype)"
+        )
+    shape = tuple(Y.shape)
+    if len(shape) < 1 or shape[0] != probe.shape[0]:
+        raise ValueError(
+            f"{owner} returned shape {shape} for a batch of {probe.shape[0]} samples; the "
+            "first axis must stay the batch"
+        )
+    return check_build_output(owner, shape[1:])

@@ -1,6 +1,7 @@
 """Lambda: a parameter-free layer from a function, its gradient recorded."""
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -127,3 +128,70 @@ def test_skops_trusts_the_layer_but_asks_about_the_function(digits):
     assert untrusted == {"tests.custom_layers.swish"}
     loaded = sio.loads(data, trusted=sknet.TRUSTED_TYPES + sorted(untrusted))
     assert_allclose(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+def returns_none(X):
+    return None
+
+
+def returns_a_float(X):
+    return 1.0
+
+
+def returns_its_value(X):
+    return ad.value(X) * 2  # X.data: a plain array, its gradient lost
+
+
+def adds_a_float64_constant(X):
+    return X + np.ones(X.shape[1])
+
+
+def drops_the_features(X):
+    return X[:, :0]
+
+
+@pytest.mark.parametrize(
+    "func, error, message",
+    [
+        (returns_none, TypeError, "Lambda(returns_none) must return an array, got NoneType"),
+        (returns_a_float, TypeError, "Lambda(returns_a_float) must return an array, got float"),
+        (returns_its_value, TypeError, "Lambda(returns_its_value) returned a plain ndarray"),
+        (adds_a_float64_constant, TypeError, "returned float64 values for float32 inputs"),
+        (drops_the_features, ValueError, "Lambda(drops_the_features) returned the output shape"),
+    ],
+)
+def test_what_the_function_returns_is_checked_when_built_naming_it(func, error, message):
+    # Before: None or a float failed with AttributeError 'shape'; X.data trained with
+    # no gradient below the layer; a float64 constant failed at the first batch.
+    with pytest.raises(error, match=re.escape(message)):
+        build(Lambda(func), (3,))
+
+
+def keeps_the_batch_when_built(X):
+    return X if X.shape[0] == 2 else X[:, :2]
+
+
+def test_an_output_shape_that_changes_after_build_is_named():
+    from sknet import NeuralNetRegressor
+
+    X = np.random.RandomState(0).rand(10, 3).astype(np.float32)
+    with pytest.raises(ValueError, match=re.escape("Lambda(keeps_the_batch_when_built).forward")):
+        NeuralNetRegressor([Lambda(keeps_the_batch_when_built), Dense(1)], max_iter=1).fit(
+            X, X[:, 0]
+        )
+
+
+def doubles_in_place(X):
+    X *= 2
+    return X
+
+
+def test_a_function_writing_into_its_input_is_named_and_the_data_kept():
+    # Recorded while built or trained (X *= 2 makes a new recorded array), it wrote
+    # into the caller's rows when predicting.
+    layer = Lambda(doubles_in_place)
+    build(layer, (3,))
+    X = np.ones((2, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match=re.escape("Lambda(doubles_in_place), called by")):
+        layer.forward(X, training=False)
+    assert_array_equal(X, 1.0)
