@@ -34,8 +34,15 @@ class LayerArrays:
         param : backend array
             The parameter, ``self.params[name]``.
         """
-        self.params[name] = self.backend_.asarray(value, self.dtype_)
-        self.grads[name] = self.xp.zeros_like(self.params[name])
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, by name
+            param = self.backend_.asarray(value, self.dtype_)
+        if param.dtype.kind == "f" and not bool(self.xp.isfinite(param).all()):
+            raise ValueError(
+                f"{type(self).__name__}: the initial value of the parameter {name!r} is not "
+                f"finite in {param.dtype} (NaN, inf, or beyond what {param.dtype} holds)"
+            )
+        self.params[name] = param
+        self.grads[name] = self.xp.zeros_like(param)
         if regularized and name not in self.regularized:
             self.regularized = (*self.regularized, name)
         return self.params[name]

@@ -5,7 +5,10 @@ on every backend and for every dtype, and lets ``MLPClassifier`` start from
 exactly the weights scikit-learn's MLP starts from for the same ``random_state``.
 
 An initializer is called as ``init(rng, weight_shape, n_biases, fan_in, fan_out,
-activation)`` and returns float64 NumPy arrays ``(W, b)``.
+activation)`` and returns float64 NumPy arrays ``(W, b)``. What a user's
+initializer returns is checked (:func:`initial_weights`): a pair of arrays of
+real numbers, of the shapes asked for, finite; anything else is an error naming
+the initializer.
 """
 
 import numpy as np
@@ -77,11 +80,55 @@ INITIALIZERS = {
 
 
 def initial_weights(init, rng, weight_shape, n_biases, fan_in, fan_out, activation):
-    """Draw ``(W, b)`` with ``init``, a name in :data:`INITIALIZERS` or a callable."""
+    """Draw ``(W, b)`` with ``init``, a name in :data:`INITIALIZERS` or a callable.
+
+    What a callable returns is checked before a layer uses it: a pair of
+    arrays (NumPy, CuPy or nested lists) of real numbers, ``W`` of
+    ``weight_shape`` and ``b`` of ``(n_biases,)``, every value finite; else a
+    TypeError or ValueError naming the initializer and what was wrong.
+    """
     if not callable(init):
         if init not in INITIALIZERS:
             raise ValueError(
                 f"init must be one of {sorted(INITIALIZERS)} or a callable, got {init!r}"
             )
         init = INITIALIZERS[init]
-    return init(rng, weight_shape, n_biases, fan_in, fan_out, activation)
+    drawn = init(rng, weight_shape, n_biases, fan_in, fan_out, activation)
+    return _checked_weights(init, drawn, tuple(int(d) for d in weight_shape), int(n_biases))
+
+
+def _checked_weights(init, drawn, weight_shape, n_biases):
+    """``drawn`` as two NumPy arrays, or a clear error naming ``init``."""
+    name = f"init={getattr(init, '__qualname__', None) or repr(init)}"
+    wanted = f"a pair (W, b), W of shape {weight_shape} and b of shape ({n_biases},)"
+    if not isinstance(drawn, (tuple, list)) or len(drawn) != 2:
+        got = (
+            f"{type(drawn).__name__} of shape {drawn.shape}"
+            if hasattr(drawn, "shape")
+            else (f"{type(drawn).__name__} {drawn!r:.60}")
+        )
+        raise TypeError(f"{name} must return {wanted}; got {got}")
+    arrays = []
+    for what, value, shape in (("W", drawn[0], weight_shape), ("b", drawn[1], (n_biases,))):
+        if hasattr(value, "get") and not isinstance(value, np.ndarray):
+            value = value.get()  # a CuPy array
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"{name} must return {wanted}; its {what} is no array: {exc}"
+            ) from None
+        if array.dtype.kind not in "fiu":
+            raise TypeError(
+                f"{name} returned {what} of dtype {array.dtype}; the weights must be real "
+                f"numbers (floats): {wanted}"
+            )
+        if array.shape != shape:
+            raise ValueError(
+                f"{name} returned {what} of shape {array.shape}; the layer needs {shape} "
+                f"({wanted})"
+            )
+        if not np.isfinite(array).all():
+            raise ValueError(f"{name} returned {what} with NaN or infinite values")
+        arrays.append(array)
+    return tuple(arrays)
