@@ -248,10 +248,15 @@ def _build_layer(layer, shape, backend, dtype, rng):
 
 
 def checked_output(output, Z):
-    """``output(Z)`` (a loss's output activation), refused unless it keeps Z's shape and dtype."""
+    """``output(Z)`` (a loss's output activation), refused unless it keeps Z's shape and dtype.
+
+    A loss whose ``reduces_members`` is true (:class:`~sknet.losses.EnsembleLoss`)
+    averages the member axis of ``Z`` away: its predictions drop that axis.
+    """
     P = output(Z)
-    if getattr(P, "shape", None) != Z.shape or getattr(P, "dtype", None) != Z.dtype:
-        owner = getattr(output, "__self__", output)
+    owner = getattr(output, "__self__", output)
+    shape = Z.shape[:1] + Z.shape[2:] if getattr(owner, "reduces_members", False) else Z.shape
+    if getattr(P, "shape", None) != shape or getattr(P, "dtype", None) != Z.dtype:
         raise ValueError(
             f"{type(owner).__name__}.output returned {getattr(P, 'shape', type(P).__name__)} "
             f"{getattr(P, 'dtype', '')} for outputs of shape {Z.shape} {Z.dtype}; it must keep "

@@ -43,6 +43,7 @@ from sknet.engine._warm_start import check_same_network, network_signature
 from sknet.estimators._persistence import PersistenceMixin
 from sknet.estimators._training import STOCHASTIC_SOLVERS, train
 from sknet.exceptions import DeviceMemoryError
+from sknet.losses import EnsembleLoss
 
 
 class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
@@ -350,18 +351,33 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
             head=self._output_layers,
             padding_value=self._padding_value(),
         )
-        if network.output_shape != (n_outputs,):
+        members = getattr(network.layers[-1], "n_members_", None)  # an ensemble's head
+        expected = (n_outputs,) if members is None else (members, n_outputs)
+        if network.output_shape != expected:
             raise ValueError(
                 f"The last layer outputs samples of shape {network.output_shape}, but "
-                f"the targets need ({n_outputs},)."
+                f"the targets need {expected}."
             )
         self.network_ = network
         self._network_spec = network_signature(self)
-        self._loss = self._make_loss()
+        self._loss = self._network_loss()
         self.out_activation_ = self._loss.out_activation
         self.history_ = []
         if self.solver in STOCHASTIC_SOLVERS:
             ScikitLearnConvergence.reset(self)
+
+    def _network_loss(self):
+        """``_make_loss()``, averaged over the members of an ensemble's outputs.
+
+        A network whose outputs carry a member axis (it ends with an
+        :class:`~sknet.layers.EnsembleHead`) trains on the mean of the
+        members' losses and predicts the mean of their predictions
+        (:class:`~sknet.losses.EnsembleLoss`).
+        """
+        loss = self._make_loss()
+        if getattr(self.network_.layers[-1], "n_members_", None) is not None:
+            return EnsembleLoss(loss)
+        return loss
 
     def _validation_split(self, Y, rng):
         return validation_split(self, Y, rng)

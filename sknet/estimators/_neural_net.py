@@ -29,7 +29,8 @@ from sknet.estimators._docs import (
 )
 from sknet.estimators._layer_list import LayerListMixin, positive_ints
 from sknet.estimators._regressor import NetworkRegressorMixin
-from sknet.layers import Dense, Embedding, Flatten
+from sknet.layers import Dense, Embedding, EnsembleHead, Flatten
+from sknet.layers._ensemble import ensemble_size
 
 NETWORK_PARAMETERS_DOC = """
     layers : list of Layer, default=None
@@ -202,6 +203,9 @@ class _NeuralNet(LayerListMixin, BaseNeuralNetwork):
         return flatten + [Dense(100, activation="relu", init="he_uniform")]
 
     def _output_layers(self, shape):
+        k = ensemble_size(self._build_layers())
+        if k is not None and len(shape) == 2 and shape[0] == k:  # the members to the end
+            return [EnsembleHead(self.n_outputs_)]  # each member's own outputs
         head = [] if len(shape) == 1 else [Flatten()]
         return head + [Dense(self.n_outputs_)]
 

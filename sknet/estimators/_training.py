@@ -29,7 +29,7 @@ def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, increm
     else:
         est.network_.to_backend(backend).astype(est._np_dtype)
         est.network_.take_training_flags(est._build_layers())  # (un)freezing
-        est._loss = est._make_loss()  # new loss parameters take effect
+        est._loss = est._network_loss()  # new loss parameters take effect
     est.device_ = backend.name
     est.network_.reseed(est.t_)
     est.callbacks_ = copy_callbacks(est.callbacks)

@@ -1,7 +1,7 @@
 """Element-wise activation layer."""
 
-from sknet.backend import ACTIVATIONS
 from sknet.layers._base import Layer
+from sknet.layers._constraints import ACTIVATION, TRAINING_CONSTRAINTS
 
 
 class Activation(Layer):
@@ -36,15 +36,13 @@ class Activation(Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
 
+    _parameter_constraints: dict = {"activation": [ACTIVATION], **TRAINING_CONSTRAINTS}
+
     def __init__(self, activation="relu"):
         self.activation = activation
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
         self.output_shape_ = self.input_shape_
         return self.output_shape_
 

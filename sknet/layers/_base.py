@@ -196,7 +196,13 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
     shardable = False
 
     def build(self, input_shape, *, backend, dtype, rng):
-        """Record the backend and shapes; subclasses create parameters after."""
+        """Record the backend and shapes; subclasses create parameters after.
+
+        A layer class that lists ``_parameter_constraints`` (scikit-learn's,
+        as the stock layers do) has its parameters checked here first.
+        """
+        if hasattr(self, "_parameter_constraints"):
+            self._validate_params()
         self.backend_ = backend
         self.dtype_ = np.dtype(dtype)
         self.input_shape_ = tuple(int(d) for d in input_shape)

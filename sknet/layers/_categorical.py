@@ -266,9 +266,10 @@ class CategoricalEmbedding(Layer):
         """The rows of ``'E'`` that codes ``X`` look up (int64, shape of ``X``)."""
         xp, a = self.xp, self._arrays
         codes = xp.rint(X)
-        unknown = ~((codes >= 1) & (codes <= a["cards"]))  # NaN compares False: unknown...
+        missing = (codes == 0) | (X != X)  # 0 or NaN
+        unknown = ~((codes >= 1) & (codes <= a["cards"]))  # (NaN compares False)
         codes = xp.where(unknown, a["cards"] + 1, codes)
-        codes = xp.where((X != X) | (codes == 0), 0, codes)  # ...unless missing (NaN or 0)
+        codes = xp.where(missing, 0, codes)
         return codes.astype(np.int64) + a["offsets"]
 
     def forward(self, X, *, training):

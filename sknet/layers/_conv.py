@@ -5,7 +5,14 @@ from numbers import Integral
 from sknet.backend import activation_needs_input
 from sknet.backend._base import conv_outsize
 from sknet.layers._base import Layer
-from sknet.layers._dense import _check_activation
+from sknet.layers._constraints import (
+    ACTIVATION,
+    INT_OR_PAIR,
+    PADDING,
+    POSITIVE_INT,
+    TRAINING_CONSTRAINTS,
+)
+from sknet.layers._dense import INITIALIZER
 from sknet.layers._init import initial_weights
 
 
@@ -124,6 +131,17 @@ class Conv2D(Layer):
 
     regularized = ("W",)
 
+    _parameter_constraints: dict = {
+        "filters": [POSITIVE_INT],
+        "kernel_size": INT_OR_PAIR,
+        "stride": INT_OR_PAIR,
+        "padding": PADDING,
+        "activation": [ACTIVATION, None],
+        "use_bias": ["boolean"],
+        "init": INITIALIZER,
+        **TRAINING_CONSTRAINTS,
+    }
+
     def __init__(
         self,
         filters,
@@ -151,13 +169,6 @@ class Conv2D(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if (
-            not isinstance(self.filters, Integral)
-            or isinstance(self.filters, bool)
-            or self.filters < 1
-        ):
-            raise ValueError(f"filters must be a positive integer, got {self.filters!r}")
-        _check_activation(self.activation)
         C, _, _ = check_image_shape(self, self.input_shape_)
         self._kernel = pair(self.kernel_size, "kernel_size")
         self._stride = pair(self.stride, "stride")

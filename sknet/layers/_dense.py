@@ -1,10 +1,14 @@
 """Fully connected layer."""
 
-from numbers import Integral
+from sklearn.utils._param_validation import StrOptions
 
 from sknet.backend import ACTIVATIONS, activation_needs_input
 from sknet.layers._base import Layer
-from sknet.layers._init import initial_weights
+from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRAINTS
+from sknet.layers._init import INITIALIZERS, initial_weights
+
+#: the constraints of ``init``: a name of INITIALIZERS or a callable
+INITIALIZER = [StrOptions(set(INITIALIZERS)), callable]
 
 
 def _check_activation(activation):
@@ -67,6 +71,14 @@ class Dense(Layer):
     accepts_sparse = True
     regularized = ("W",)
 
+    _parameter_constraints: dict = {
+        "units": [POSITIVE_INT],
+        "activation": [ACTIVATION, None],
+        "use_bias": ["boolean"],
+        "init": INITIALIZER,
+        **TRAINING_CONSTRAINTS,
+    }
+
     def __init__(
         self,
         units,
@@ -88,9 +100,6 @@ class Dense(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if not isinstance(self.units, Integral) or isinstance(self.units, bool) or self.units < 1:
-            raise ValueError(f"units must be a positive integer, got {self.units!r}")
-        _check_activation(self.activation)
         if len(self.input_shape_) != 1:
             raise ValueError(
                 f"Dense expects flat samples of shape (n_features,), got "

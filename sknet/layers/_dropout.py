@@ -1,10 +1,9 @@
 """Inverted dropout."""
 
-from numbers import Real
-
 import numpy as np
 
 from sknet.layers._base import Layer
+from sknet.layers._constraints import TRAINING_CONSTRAINTS, Number
 
 
 class Dropout(Layer):
@@ -41,13 +40,13 @@ class Dropout(Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
 
+    _parameter_constraints: dict = {"rate": [Number(0, 1, closed="left")], **TRAINING_CONSTRAINTS}
+
     def __init__(self, rate=0.5):
         self.rate = rate
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if not isinstance(self.rate, Real) or not 0 <= self.rate < 1:
-            raise ValueError(f"rate must be a float in [0, 1), got {self.rate!r}")
         self._seed = int(rng.randint(0, 2**31 - 1))
         self._offset = 0
         self._generator = None

@@ -108,6 +108,24 @@ class EnsembleInput(Layer):
     (4, 3)
     >>> layer.forward(np.ones((2, 3), np.float32), training=False).shape
     (2, 4, 3)
+
+    In an estimator, which appends an :class:`EnsembleHead`:
+
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import NeuralNetClassifier
+    >>> from sknet.layers import EnsembleDense
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = NeuralNetClassifier(
+    ...     [EnsembleInput(4), EnsembleDense(32, activation="relu"),
+    ...      EnsembleDense(32, activation="relu", r_init="ones")],
+    ...     learning_rate_init=0.01, early_stopping=True, random_state=0, device="cpu",
+    ... ).fit(X[:1000] / 16, y[:1000])
+    >>> clf.layers_[-1].params["W"].shape  # the output layer: one per member
+    (4, 32, 10)
+    >>> clf.predict_proba(X[1000:] / 16).shape  # the members' mean
+    (797, 10)
+    >>> bool(clf.score(X[1000:] / 16, y[1000:]) > 0.9)
+    True
     """
 
     shardable = True  # rows are independent (see Layer.shardable)

@@ -5,6 +5,7 @@ from numbers import Real
 import numpy as np
 
 from sknet.layers._base import Layer
+from sknet.layers._constraints import TRAINING_CONSTRAINTS, Number
 
 
 class BatchNorm(Layer):
@@ -52,6 +53,12 @@ class BatchNorm(Layer):
     array([0.1, 1.5], dtype=float32)
     """
 
+    _parameter_constraints: dict = {
+        "momentum": [Number(0, 1, closed="left")],
+        "epsilon": [Number(0, None)],
+        **TRAINING_CONSTRAINTS,
+    }
+
     def __init__(self, momentum=0.9, epsilon=1e-5, *, trainable=True, lr_scale=1.0, weights=None):
         self.momentum = momentum
         self.epsilon = epsilon
@@ -61,14 +68,6 @@ class BatchNorm(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if (
-            not isinstance(self.momentum, Real)
-            or isinstance(self.momentum, bool)
-            or not 0 <= self.momentum < 1
-        ):
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
-        if not isinstance(self.epsilon, Real) or self.epsilon <= 0:
-            raise ValueError(f"epsilon must be positive, got {self.epsilon!r}")
         if len(self.input_shape_) == 1:
             self._axes, self._param_shape = (0,), (1, self.input_shape_[0])
         elif len(self.input_shape_) == 3:

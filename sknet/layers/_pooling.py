@@ -1,6 +1,7 @@
 """Pooling layers: max and average over windows, and global average."""
 
 from sknet.layers._base import Layer
+from sknet.layers._constraints import INT_OR_PAIR, PADDING, TRAINING_CONSTRAINTS
 from sknet.layers._conv import check_image_shape, output_size, pair, resolve_padding
 
 
@@ -8,6 +9,13 @@ class _Pool2D(Layer):
     """Windows of ``pool_size`` every ``stride`` pixels, visited as strided views."""
 
     shardable = True  # rows are independent (see Layer.shardable)
+
+    _parameter_constraints: dict = {
+        "pool_size": INT_OR_PAIR,
+        "stride": [*INT_OR_PAIR, None],
+        "padding": PADDING,
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(self, pool_size=2, *, stride=None, padding="valid"):
         self.pool_size = pool_size
@@ -180,6 +188,8 @@ class GlobalAvgPool2D(Layer):
     """
 
     shardable = True  # rows are independent (see Layer.shardable)
+
+    _parameter_constraints: dict = dict(TRAINING_CONSTRAINTS)
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

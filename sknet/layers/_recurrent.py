@@ -12,12 +12,10 @@ masked step the state is carried over unchanged, so padding, before or after
 the sequence, changes neither the outputs at real steps nor the final state.
 """
 
-from numbers import Integral
-
 import numpy as np
 
-from sknet.backend import ACTIVATIONS
 from sknet.layers._base import Layer
+from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRAINTS
 
 
 def _orthogonal(rng, n, n_blocks):
@@ -37,6 +35,14 @@ class _Recurrent(Layer):
     supports_mask = True
     #: number of gates (blocks of ``units`` columns in W, U and b)
     n_gates = 1
+
+    _parameter_constraints: dict = {
+        "units": [POSITIVE_INT],
+        "return_sequences": ["boolean"],
+        "bidirectional": ["boolean"],
+        "activation": [ACTIVATION],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(
         self,
@@ -64,8 +70,6 @@ class _Recurrent(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        if not isinstance(self.units, Integral) or isinstance(self.units, bool) or self.units < 1:
-            raise ValueError(f"units must be a positive integer, got {self.units!r}")
         if len(self.input_shape_) != 2:
             raise ValueError(
                 f"{type(self).__name__} expects sequences of shape (timesteps, features), "
@@ -268,13 +272,6 @@ class SimpleRNN(_Recurrent):
             weights=weights,
         )
         self.activation = activation
-
-    def build(self, input_shape, *, backend, dtype, rng):
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
-        return super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
 
     def _step(self, xp, p, h, state, d, m, training):
         z = p + h @ self.params["U" + d]

@@ -3,6 +3,7 @@
 import math
 
 from sknet.layers._base import Layer
+from sknet.layers._constraints import TRAINING_CONSTRAINTS
 
 
 class Flatten(Layer):
@@ -26,6 +27,8 @@ class Flatten(Layer):
     """
 
     shardable = True  # rows are independent (see Layer.shardable)
+
+    _parameter_constraints: dict = dict(TRAINING_CONSTRAINTS)
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

@@ -1,10 +1,12 @@
 """Layers for sequences: token embeddings, per-step layers, pooling over time."""
 
 import copy
-from numbers import Integral
+
+import numpy as np
 
 from sknet.backend import get_array_module
 from sknet.layers._base import Layer, build_layer
+from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
 
 
 class Embedding(Layer):
@@ -44,6 +46,14 @@ class Embedding(Layer):
     """
 
     shardable = True  # rows are independent (see Layer.shardable)
+    #: Its input is integer ids: the network keeps them integers (exact), not floats.
+    takes_token_ids = True
+
+    _parameter_constraints: dict = {
+        "input_dim": [POSITIVE_INT],
+        "output_dim": [POSITIVE_INT],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(self, input_dim, output_dim, *, trainable=True, lr_scale=1.0, weights=None):
         self.input_dim = input_dim
@@ -54,10 +64,6 @@ class Embedding(Layer):
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
-        for name in ("input_dim", "output_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if len(self.input_shape_) != 1:
             raise ValueError(
                 "Embedding expects samples of token ids of shape (timesteps,), got "
@@ -67,20 +73,37 @@ class Embedding(Layer):
         self.output_shape_ = (self.input_shape_[0], int(self.output_dim))
         return self.output_shape_
 
-    def check_ids(self, X):
-        """Raise a ValueError unless ``X`` holds whole ids in ``[0, input_dim)``."""
+    def check_ids(self, X, name="token ids"):
+        """``X`` as integer ids, refused (a ValueError naming ``name``) unless whole and in range.
+
+        Integer arrays are compared as they are, exactly (an id above 2**24
+        is not rounded as a float32 would round it) and returned unchanged;
+        floats must hold whole numbers and are converted (``int64``).
+        """
         xp = get_array_module(X)
-        if X.size and (bool((X != xp.floor(X)).any()) or X.min() < 0 or X.max() >= self.input_dim):
-            raise ValueError(
-                f"Embedding takes whole token ids in [0, {self.input_dim}); got values "
-                f"from {X.min()} to {X.max()}"
-            )
+        if X.dtype.kind == "f" and X.size:
+            fractional = xp.argwhere(~(X == xp.floor(X)))  # NaN and infinity too
+            if fractional.shape[0]:
+                where = tuple(int(i) for i in fractional[0])
+                raise ValueError(
+                    f"{name} must be whole numbers (Embedding's ids), got "
+                    f"{float(X[where])!r} at {where}"
+                )
+        elif X.dtype.kind not in "iub":
+            raise ValueError(f"{name} must be integers (Embedding's ids), got dtype {X.dtype}")
+        if X.size:
+            low, high = X.min().item(), X.max().item()
+            if low < 0 or high >= self.input_dim:
+                raise ValueError(
+                    f"{name} must be in [0, {self.input_dim}) (Embedding's input_dim="
+                    f"{self.input_dim}), got values from {_number(low)} to {_number(high)}"
+                )
+        return X if X.dtype.kind in "iu" else X.astype(np.int64)
 
     def forward(self, X, *, training):
-        xp = self.xp
         if self.backend_.name == "cpu":  # on a GPU the estimator checked on the host
-            self.check_ids(X)
-        ids = X.astype(xp.int64)
+            X = self.check_ids(X)
+        ids = X.astype(np.int64, copy=False)
         if training:
             self._cache = {"ids": ids}
         return self.params["E"][ids]
@@ -94,6 +117,11 @@ class Embedding(Layer):
             gE, self._cache["ids"].reshape(-1), dY.reshape(-1, gE.shape[1])
         )
         return None
+
+
+def _number(value):
+    """An id as people write it: ``3`` for a whole float, else the float."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class TimeDistributed(Layer):
@@ -242,6 +270,8 @@ class GlobalAvgPool1D(Layer):
     shardable = True  # rows are independent (see Layer.shardable)
 
     supports_mask = True
+
+    _parameter_constraints: dict = dict(TRAINING_CONSTRAINTS)
 
     def build(self, input_shape, *, backend, dtype, rng):
         super().build(input_shape, backend=backend, dtype=dtype, rng=rng)

@@ -63,6 +63,7 @@ def from_estimator(estimator, upto=None, trainable=False):
     >>> layers[0].trainable, sorted(layers[0].weights)
     (False, ['W', 'b'])
     """
+    _check_network_estimator(estimator)
     check_is_fitted(estimator)
     fitted = list(estimator.layers_)
     if upto is None:
@@ -77,6 +78,23 @@ def from_estimator(estimator, upto=None, trainable=False):
         )
     backend = estimator.network_.backend
     return [_copy_with_weights(layer, backend, trainable) for layer in kept]
+
+
+def _check_network_estimator(estimator):
+    """A TypeError naming what ``estimator`` is unless it is one of sknet's network estimators.
+
+    sknet's estimators are recognized by what they do (building a layer list
+    and the network's input shape), since layers may not import them.
+    """
+    if all(callable(getattr(estimator, name, None)) for name in ("_build_layers", "_initialize")):
+        return
+    kind = type(estimator)
+    hint = " (a DataParallel: pass its to_local())" if hasattr(estimator, "to_local") else ""
+    raise TypeError(
+        "from_estimator takes a fitted sknet estimator (MLPClassifier, ConvNetRegressor, "
+        f"NeuralNetClassifier, ...){hint}, got {kind.__module__}.{kind.__qualname__}"
+        f"{'' if isinstance(estimator, type) else f' {estimator!r:.60}'}"
+    )
 
 
 def _copy_with_weights(layer, backend, trainable):

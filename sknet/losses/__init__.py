@@ -39,11 +39,13 @@ output probabilities (softmax for multiclass targets, logistic for binary and
 multilabel ones), a regressor's must not be a classification loss.
 
 What it holds: the :class:`Loss` contract (``_base``), the stock losses
-(``_stock``) and the losses by name (``_registry``). What it may import:
+(``_stock``), the losses by name (``_registry``) and the mean over an
+ensemble's members (``_ensemble``). What it may import:
 :mod:`sknet.autodiff` and :mod:`sknet.backend`.
 """
 
 from sknet.losses._base import Loss, output_activation
+from sknet.losses._ensemble import EnsembleLoss
 from sknet.losses._registry import (
     CLASSIFIER_LOSSES,
     LOSSES,
@@ -67,6 +69,7 @@ __all__ = [
     "LOSSES",
     "REGRESSOR_LOSSES",
     "AbsoluteError",
+    "EnsembleLoss",
     "FocalLoss",
     "Huber",
     "LogLoss",

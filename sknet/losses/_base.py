@@ -168,7 +168,8 @@ class Loss(_sklearn_base.BaseEstimator):
             if sw_sum is None:
                 sw_sum = sample_weight.sum()
             loss = (values * sample_weight).sum() / sw_sum
-            dZ *= (sample_weight / sw_sum)[:, None]
+            # one weight per sample, whatever the shape of its outputs
+            dZ *= (sample_weight / sw_sum).reshape((-1,) + (1,) * (dZ.ndim - 1))
         return loss, dZ
 
     def _checked(self, result, Z, Y):

@@ -81,5 +81,8 @@ def test_shape_is_kept(backend):
 
 
 def test_unknown_activation_is_a_clear_error(backend):
-    with pytest.raises(ValueError, match="activation must be one of .* got 'swishy'"):
+    with pytest.raises(
+        ValueError,
+        match=r"The 'activation' parameter of Activation must be a str among .* Got 'swishy'",
+    ):
         build(Activation("swishy"), (3,), backend)

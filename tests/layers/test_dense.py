@@ -115,10 +115,22 @@ def test_he_uniform_init_has_zero_bias(backend):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(units=-3), "units must be a positive integer, got -3"),
-        (dict(units=2.5), "units must be a positive integer, got 2.5"),
-        (dict(units=2, activation="sigmoid"), "activation must be None or one of"),
-        (dict(units=2, init="normal"), "init must be one of"),
+        (
+            dict(units=-3),
+            r"'units' parameter of Dense must be an int in the range \[1, inf\)\. Got -3",
+        ),
+        (dict(units=2.5), r"'units' parameter of Dense must be an int .*Got 2.5 instead"),
+        (dict(units=True), r"'units' parameter of Dense must be an int .*Got True instead"),
+        (
+            dict(units=2, activation="sigmoid"),
+            "'activation' parameter of Dense must be a str among",
+        ),
+        (dict(units=2, init="normal"), "'init' parameter of Dense must be a str among"),
+        # a flag is a bool: a string is not read by its truthiness
+        (
+            dict(units=2, use_bias="no"),
+            "'use_bias' parameter of Dense must be an instance of 'bool'",
+        ),
     ],
 )
 def test_bad_configuration_is_a_clear_error(kwargs, message):

@@ -61,5 +61,8 @@ def test_gradient_check():
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0, "half"])
 def test_bad_rate_is_a_clear_error(rate, backend):
-    with pytest.raises(ValueError, match="rate must be a float in"):
+    with pytest.raises(
+        ValueError,
+        match=r"The 'rate' parameter of Dropout must be a float in the range \[0(\.0)?, 1(\.0)?\)",
+    ):
         build(rate, backend)

@@ -184,13 +184,14 @@ def test_dtype_is_kept(dtype, training, backend):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(momentum=-0.1), "momentum must be in"),
-        (dict(momentum=1.0), "momentum must be in"),
-        (dict(momentum="0.9"), "momentum must be in"),
-        (dict(momentum=float("nan")), "momentum must be in"),
-        (dict(epsilon=0), "epsilon must be positive"),
-        (dict(epsilon=-1e-5), "epsilon must be positive"),
-        (dict(epsilon="small"), "epsilon must be positive"),
+        (dict(momentum=-0.1), r"'momentum' parameter of BatchNorm must be a float in the range"),
+        (dict(momentum=1.0), r"'momentum' parameter of BatchNorm .*Got 1.0 instead"),
+        (dict(momentum="0.9"), r"'momentum' parameter of BatchNorm .*Got '0.9' instead"),
+        (dict(momentum=float("nan")), r"'momentum' parameter of BatchNorm .*Got nan instead"),
+        (dict(momentum=True), r"'momentum' parameter of BatchNorm .*Got True instead"),
+        (dict(epsilon=0), r"'epsilon' parameter of BatchNorm must be a float in the range \(0"),
+        (dict(epsilon=-1e-5), r"'epsilon' parameter of BatchNorm .*Got -1e-05 instead"),
+        (dict(epsilon="small"), r"'epsilon' parameter of BatchNorm .*Got 'small' instead"),
     ],
 )
 def test_bad_configuration_is_a_clear_error(kwargs, message):

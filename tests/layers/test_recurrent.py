@@ -227,11 +227,22 @@ def test_embedding_lookup_and_gradient(backend):
     assert layer.output_shape_ == (4, 3)
 
 
-@pytest.mark.parametrize("ids", [[[0, 7]], [[-1, 2]], [[0.5, 1]]])
-def test_embedding_rejects_bad_ids(ids):
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        ([[0, 7]], r"token ids must be in \[0, 7\) .*got values from 0 to 7"),
+        ([[-1, 2]], r"token ids must be in \[0, 7\) .*got values from -1 to 2"),
+        ([[0.5, 1]], r"token ids must be whole numbers .*got 0.5 at \(0, 0\)"),
+        ([[np.nan, 1]], r"token ids must be whole numbers .*got nan"),
+    ],
+)
+def test_embedding_rejects_bad_ids(ids, message):
     layer = build(Embedding(7, 3), (2,), get_backend("cpu"))
-    with pytest.raises(ValueError, match=r"whole token ids in \[0, 7\)"):
+    with pytest.raises(ValueError, match=message):
         layer.forward(np.array(ids, dtype=float), training=False)
+    if not np.isnan(ids[0][0]) and float(ids[0][0]).is_integer():  # integers: the same check
+        with pytest.raises(ValueError, match=message):
+            layer.forward(np.array(ids, dtype=np.int64), training=False)
 
 
 def test_time_distributed_dense_is_a_dense_per_step(backend):
@@ -253,10 +264,10 @@ def test_time_distributed_dense_is_a_dense_per_step(backend):
 @pytest.mark.parametrize(
     "layer, shape, message",
     [
-        (LSTM(0), (3, 2), "units must be a positive integer"),
+        (LSTM(0), (3, 2), r"'units' parameter of LSTM must be an int in the range \[1, inf\)"),
         (GRU(3), (6,), r"expects sequences of shape \(timesteps, features\)"),
-        (SimpleRNN(3, activation="swish"), (3, 2), "activation must be one of"),
-        (Embedding(0, 3), (4,), "input_dim must be a positive integer"),
+        (SimpleRNN(3, activation="swish"), (3, 2), "'activation' parameter of SimpleRNN must"),
+        (Embedding(0, 3), (4,), r"'input_dim' parameter of Embedding must be an int in"),
         (Embedding(5, 3), (4, 2), r"token ids of shape \(timesteps,\)"),
         (GlobalAvgPool1D(), (4,), "expects sequences"),
         (TimeDistributed("dense"), (3, 2), "must be an sknet Layer"),

@@ -1,6 +1,7 @@
 """Tests for sknet/layers/_transfer.py (from_estimator) and the layers' ``weights``."""
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
+from sklearn.neural_network import MLPClassifier as SklearnMLPClassifier
 
 from sknet import ConvNetClassifier, MLPClassifier, RNNClassifier
 from sknet.layers import (
@@ -136,7 +138,9 @@ def test_bad_weights_are_clear_errors(digits):
         ConvNetClassifier(
             layers=[Flatten(), Dense(4, weights={"W": np.zeros((64, 4))})], **FAST
         ).fit(X, y)
-    with pytest.raises(ValueError, match="weights must be a dict"):
+    with pytest.raises(
+        ValueError, match="'weights' parameter of Dense must be an instance of 'dict'"
+    ):
         ConvNetClassifier(layers=[Flatten(), Dense(4, weights=[1, 2])], **FAST).fit(X, y)
 
 
@@ -201,3 +205,25 @@ def test_freezing_and_transfer_on_every_device(device, digits):
     )
     features = FeatureExtractor(target).fit(X, y % 2).transform(X[:5])
     assert type(features) is np.ndarray and features.shape == (5, 8)
+
+
+@pytest.mark.parametrize(
+    "model, got",
+    [
+        (
+            SklearnMLPClassifier(max_iter=5),
+            "got sklearn.neural_network._multilayer_perceptron.MLPClassifier",
+        ),
+        ("model.joblib", "got builtins.str 'model.joblib'"),
+        (None, "got builtins.NoneType None"),
+        (Dense(3), "got sknet.layers._dense.Dense Dense(units=3)"),
+    ],
+    ids=["scikit-learn", "str", "None", "layer"],
+)
+def test_a_model_that_is_not_an_sknet_estimator_is_a_type_error_naming_it(model, got, digits):
+    # Before: AttributeError 'MLPClassifier' object has no attribute 'layers_'.
+    if isinstance(model, SklearnMLPClassifier):
+        model.fit(*digits)
+    with pytest.raises(TypeError, match=re.escape(got)) as info:
+        from_estimator(model)
+    assert str(info.value).startswith("from_estimator takes a fitted sknet estimator")
