@@ -1,7 +1,5 @@
 """Batch normalization."""
 
-from numbers import Real
-
 import numpy as np
 
 from sknet.layers._base import Layer
