@@ -37,6 +37,10 @@ indexing and joins            ``x[...]`` (slices, integers, integer and boolean
                               arrays; repeated indices add up), ``concatenate``,
                               ``stack``
 images (channels first)       ``conv2d``, ``max_pool2d``, ``avg_pool2d``
+array methods                 ``x.astype``, ``copy``, ``ravel``, ``flatten``,
+                              ``squeeze``, ``swapaxes``, ``clip``, ``dot``,
+                              ``var``, ``std`` (and ``argmax``, ``any``... as plain
+                              arrays); any other is a TypeError naming it
 ============================  =====================================================
 
 Binary functions broadcast like NumPy. On NumPy arrays the NumPy functions of

@@ -13,7 +13,7 @@ import numpy as np
 from sknet.autodiff import _arrays as arr
 from sknet.autodiff import _elementwise as ew
 from sknet.autodiff import _kernels  # noqa: F401 (listed in the docs)
-from sknet.autodiff._variable import Variable
+from sknet.autodiff._variable import Variable, record
 
 UFUNCS = {
     np.add: ew.add,
@@ -121,6 +121,98 @@ def install():
     V.max = lambda self, axis=None, keepdims=False: arr.max(self, axis, keepdims)
     V.min = lambda self, axis=None, keepdims=False: arr.min(self, axis, keepdims)
     V.__setitem__ = _no_setitem
+    _install_methods(V)
+
+
+def _var(self, axis=None, keepdims=False):
+    centered = ew.subtract(self, arr.mean(self, axis, keepdims=True))
+    return arr.mean(ew.square(centered), axis, keepdims)
+
+
+def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    """A cast: to another floating dtype with its gradient cast back; else a plain array."""
+    dtype = np.dtype(dtype)
+    source = self.data.dtype
+    if dtype == source:
+        return self
+    if dtype.kind != "f":  # integers, booleans: values without a gradient, as comparisons
+        return self.data.astype(dtype)
+    return record(self.data.astype(dtype), (self,), lambda g, needs: (g.astype(source),))
+
+
+def _dot(self, other):
+    if max(self.ndim, getattr(other, "ndim", 0)) > 2:
+        raise TypeError(
+            "Variable.dot of arrays of more than 2 dimensions is not supported (numpy.dot's "
+            "rules differ from matmul's there); use the @ operator (sknet.autodiff.matmul)"
+        )
+    return arr.matmul(self, other)
+
+
+def _plain(name):
+    """A method whose result has no gradient (indices, booleans): the values of ``.data``."""
+    return lambda self, *args, **kwargs: getattr(self.data, name)(*args, **kwargs)
+
+
+def _install_methods(V):
+    """The common NumPy array methods, recorded (or plain where they have no gradient)."""
+    V.astype = _astype
+    V.copy = lambda self, order="C": record(self.data.copy(), (self,), lambda g, needs: (g,))
+    V.ravel = V.flatten = lambda self, order="C": arr.reshape(self, (-1,))
+    V.squeeze = lambda self, axis=None: arr.squeeze(self, axis)
+    V.swapaxes = arr.swapaxes
+    V.clip = lambda self, min=None, max=None: ew.clip(self, min, max)
+    V.var = _var
+    V.std = lambda self, axis=None, keepdims=False: ew.sqrt(_var(self, axis, keepdims))
+    V.dot = _dot
+    V.itemsize = property(lambda self: self.data.itemsize)
+    V.nbytes = property(lambda self: self.data.nbytes)
+    for name in ("argmax", "argmin", "argsort", "nonzero", "any", "all"):
+        setattr(V, name, _plain(name))
+    V.__getattr__ = _missing_attribute
+
+
+class UnsupportedArrayMethod(TypeError, AttributeError):
+    """A NumPy array method a recorded array lacks: a TypeError (and for hasattr, False)."""
+
+
+#: Array methods a recorded array lacks, by why, with what to do instead.
+_IN_PLACE = {"fill", "sort", "put", "resize", "itemset", "setfield", "partition", "setflags"}
+_DROPS_GRADIENT = {"tolist", "item", "tobytes", "tofile", "dump", "dumps", "view", "getfield"}
+_MEMORY = {"flags", "strides", "base", "ctypes", "flat"}
+
+
+def _missing_attribute(self, name):
+    if name.startswith("__") or not hasattr(np.ndarray, name):
+        raise AttributeError(f"'Variable' object has no attribute {name!r}")
+    if name in _IN_PLACE:
+        why = (
+            "it would write in place, and the record would be wrong; build a new array "
+            "(sknet.autodiff.where, concatenate)"
+        )
+    elif name in _DROPS_GRADIENT:
+        why = "it would drop the gradient; use .data for a value that needs no gradient"
+    elif name in _MEMORY:
+        why = "it is about the memory of the array inside, which is X.data"
+    else:
+        why = (
+            "it is not differentiable by sknet.autodiff; write it with the operators and "
+            "the functions listed in sknet.autodiff, or give the layer a backward method"
+        )
+    raise UnsupportedArrayMethod(
+        f"X.{name} is not available on a recorded array (a layer's input or parameters "
+        f"while it trains, or a loss's Z): {why}. The methods a recorded array has: "
+        f"{', '.join(SUPPORTED_METHODS)}"
+    )
+
+
+#: The NumPy array methods and attributes a recorded array has.
+SUPPORTED_METHODS = (
+    "T", "all", "any", "argmax", "argmin", "argsort", "astype", "clip", "copy", "dot",
+    "dtype", "flatten", "itemsize", "max", "mean", "min", "nbytes", "ndim", "nonzero",
+    "ravel", "reshape", "shape", "size", "squeeze", "std", "sum", "swapaxes", "transpose",
+    "var",
+)  # fmt: skip
 
 
 def _no_setitem(self, key, item):

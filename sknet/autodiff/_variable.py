@@ -26,8 +26,14 @@ class Variable:
     trains, for a loss's raw outputs) and by the functions of
     :mod:`sknet.autodiff` applied to them; user code never needs to make one.
     They support the arithmetic operators, ``@``, comparisons, indexing,
-    ``.T``, ``.shape``, ``.dtype``, ``.ndim`` and ``.size``, and the methods
-    ``reshape``, ``transpose``, ``sum``, ``mean``, ``max`` and ``min``.
+    ``.T``, ``.shape``, ``.dtype``, ``.ndim``, ``.size``, ``.itemsize`` and
+    ``.nbytes``, and the methods ``reshape``, ``transpose``, ``swapaxes``,
+    ``squeeze``, ``ravel``, ``flatten``, ``copy``, ``astype`` (to another
+    floating dtype, its gradient cast back; to integers or booleans, plain
+    values), ``clip``, ``dot`` (up to 2-D), ``sum``, ``mean``, ``max``,
+    ``min``, ``var`` and ``std``; ``argmax``, ``argmin``, ``argsort``,
+    ``nonzero``, ``any`` and ``all`` give plain arrays (no gradient). Any
+    other NumPy array method is a TypeError naming it and what to use instead.
 
     Attributes
     ----------

@@ -121,6 +121,16 @@ CASES = {
     ),
     "avg_pool2d padding": (lambda x: ad.avg_pool2d(x, 2, padding=1), [normal(2, 2, 4, 5)]),
     "avg_pool2d stride": (lambda x: ad.avg_pool2d(x, 3, stride=1), [normal(1, 2, 5, 5)]),
+    "method astype same dtype": (lambda a: a.astype(np.float64) * 2.0, [normal(3, 4)]),
+    "method copy": (lambda a: a.copy() * a, [normal(3, 4)]),
+    "method ravel": (lambda a: a.ravel()[::2], [normal(3, 4)]),
+    "method flatten": (lambda a: a.flatten() * 2.0, [normal(3, 4)]),
+    "method squeeze": (lambda a: a.squeeze(1), [normal(3, 1, 4)]),
+    "method swapaxes": (lambda a: a.swapaxes(0, 2), [normal(2, 2, 2)]),
+    "method clip": (lambda a: a.clip(-0.5, 0.5), [distinct(3, 4) - 0.55]),
+    "method var": (lambda a: a.var(axis=1, keepdims=True), [normal(3, 4)]),
+    "method std": (lambda a: a.std(axis=0), [normal(3, 4)]),
+    "method dot": (lambda a, b: a.dot(b), [normal(3, 4), normal(4, 2)]),
     "operators": (
         lambda a, b: (2.0 - a) * b / 3.0 + (a @ b.T) @ b - abs(b) ** 2,
         [
@@ -331,3 +341,64 @@ def test_gradients_keep_each_input_dtype():
     (grad,) = ad.gradients(y, np.ones(2, dtype=y.dtype), [x])
     assert grad.dtype == np.float32
     assert_allclose(grad, 3.0 * np.log(2.0) * 2.0**x.data, rtol=1e-6)
+
+
+def test_astype_to_another_float_casts_the_gradient_back():
+    x = ad.Variable(np.array([0.5, 1.5], dtype=np.float32))
+    y = x.astype(np.float64) * 3.0
+    assert y.dtype == np.float64
+    (grad,) = ad.gradients(y, np.ones(2), [x])
+    assert grad.dtype == np.float32
+    assert_array_equal(grad, [3.0, 3.0])
+    assert x.astype("float32", copy=False) is x
+
+
+def test_methods_without_a_gradient_give_plain_arrays():
+    x = ad.Variable(np.array([[1.0, 3.0], [4.0, 2.0]]))
+    assert_array_equal(x.argmax(axis=1), [1, 0])
+    assert_array_equal(x.argsort(axis=1), [[0, 1], [1, 0]])
+    assert not ad.is_variable(x.astype(np.int64)) and x.astype(np.int64).dtype == np.int64
+    assert bool(x.any()) and not ad.is_variable(x.all())
+    assert (x.itemsize, x.nbytes) == (8, 32)
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("cumsum", "not differentiable by sknet.autodiff"),
+        ("round", "not differentiable by sknet.autodiff"),
+        ("fill", "write in place"),
+        ("sort", "write in place"),
+        ("tolist", "drop the gradient; use .data"),
+        ("item", "drop the gradient; use .data"),
+        ("strides", "the memory of the array inside"),
+    ],
+)
+def test_other_array_methods_are_type_errors_naming_them(name, why):
+    # Before: AttributeError "'Variable' object has no attribute 'cumsum'", naming
+    # neither the operation nor what to write instead.
+    x = ad.Variable(np.ones((2, 3)))
+    with pytest.raises(
+        TypeError, match=rf"X\.{name} is not available on a recorded array"
+    ) as info:
+        getattr(x, name)
+    assert why in str(info.value) and "astype" in str(info.value)
+    assert not hasattr(x, name)  # still an AttributeError to hasattr
+
+
+def test_dot_of_stacks_points_to_matmul():
+    with pytest.raises(TypeError, match="use the @ operator"):
+        ad.Variable(np.ones((2, 3, 4))).dot(np.ones((4, 2)))
+
+
+def test_a_forward_only_layer_may_cast_and_copy_its_recorded_input():
+    from sknet.layers import Layer
+    from sknet.utils import check_layer_gradients
+
+    class Methods(Layer):
+        def forward(self, X, *, training):
+            Z = X.astype(X.dtype).copy().ravel().reshape(X.shape)
+            return Z.clip(-1.0, 1.0) + Z.std(axis=1, keepdims=True) - Z.var()
+
+    # Before: AttributeError 'Variable' object has no attribute 'astype' when trained.
+    assert max(check_layer_gradients(Methods(), (4,)).values()) < 1e-6
