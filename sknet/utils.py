@@ -7,6 +7,7 @@ import numpy as np
 from sknet.backend import get_backend as _get_backend
 from sknet.engine._memory import MemoryEstimate, estimate_memory
 from sknet.layers._base import build_layer as _build_layer
+from sknet.layers._tree import leaves as _leaves
 from sknet.losses import make_loss as _make_loss
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
@@ -21,8 +22,28 @@ def _run(layer, X, R):
     Y = probe.forward(X, training=True)
     loss = float((backend.to_numpy(Y) * R).sum())
     dX = probe.backward(backend.asarray(R.copy()))
-    grads = {k: backend.to_numpy(v).copy() for k, v in probe.grads.items()}
+    grads = {
+        key: backend.to_numpy(holder.grads[name]).copy()
+        for key, (holder, name) in _checked_arrays(probe).items()
+    }
     return loss, (None if dX is None else backend.to_numpy(dX)), grads
+
+
+def _checked_arrays(layer):
+    """``{key: (holder, name)}`` of every parameter in ``layer``'s tree.
+
+    ``layer.params`` by their keys (a stock container's gather its blocks'), then
+    those of layers inside it that ``layer.params`` does not reach (a user's
+    container with a parameter of its own holds only that one), keyed by their
+    path below ``layer``: ``'0.W'``.
+    """
+    arrays = {key: (layer, key) for key in layer.params}
+    reached = {id(array) for array in layer.params.values()}
+    for path, holder in _leaves([layer]):
+        for name, array in holder.params.items():
+            if id(array) not in reached:
+                arrays[".".join(str(i) for i in path[1:]) + "." + name] = (holder, name)
+    return arrays
 
 
 def _central_differences(value, base, eps):
@@ -145,16 +166,16 @@ def check_layer_gradients(
     if dX is not None:
         numeric = _central_differences(lambda X_: _run(built, X_, R)[0], X, eps)
         errors["X"] = _relative_error(dX, numeric, floor)
-    for key in built.params:
-        base = backend.to_numpy(built.params[key]).copy()
+    for key, (holder, name) in _checked_arrays(built).items():
+        base = backend.to_numpy(holder.params[name]).copy()
 
-        def at(value, key=key):
-            built.params[key] = backend.asarray(value)
+        def at(value, holder=holder, name=name):
+            holder.params[name] = backend.asarray(value)
             return _run(built, X, R)[0]
 
         numeric = _central_differences(at, base, eps)
         errors[key] = _relative_error(grads[key], numeric, floor)
-        built.params[key] = backend.asarray(base)
+        holder.params[name] = backend.asarray(base)
 
     # NaN counts as the worst error (max() would skip it).
     worst = max(errors, key=lambda k: np.inf if np.isnan(errors[k]) else errors[k], default=None)

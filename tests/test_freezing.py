@@ -4,26 +4,40 @@ prepare_training, backward), sknet/engine/_trainer.py (Trainer._lay_out_paramete
 sknet/engine/_optimizers.py (rebind, _scaled), sknet/estimators/_base.py (_make_optimizer,
 _canonical) and the frozen BatchNorm of sknet/layers/_normalization.py."""
 
+import inspect
+import re
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-from sknet import ConvNetClassifier, RNNClassifier
+import sknet.layers as layers_module
+from sknet import ConvNetClassifier, NeuralNetRegressor, RNNClassifier
 from sknet.callbacks import Callback
 from sknet.layers import (
     GRU,
     LSTM,
+    Activation,
     BatchNorm,
+    Concatenate,
     Conv2D,
     Dense,
+    Dropout,
     Embedding,
     Flatten,
+    GlobalAvgPool1D,
+    Lambda,
     Layer,
+    MaxPool2D,
+    Residual,
+    Sequential,
     SimpleRNN,
     TimeDistributed,
 )
+from sknet.layers._tree import walk
+from tests.user_containers import Gate
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -571,3 +585,141 @@ def test_time_distributed_flags_are_its_inner_layers_unless_set():
     params = layer.get_params()
     assert params["layer__trainable"] is False and params["layer__lr_scale"] == 0.5
     assert (layer.trainable, layer.lr_scale) == (None, None)  # None: the inner layer's
+
+
+# -- 12. warm starts carry flags set at any depth of the tree ------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, key",
+    [
+        (lambda: TimeDistributed(Dense(3)), "layers__0__layer__trainable"),
+        (
+            lambda: TimeDistributed(Sequential([Dense(3)])),
+            "layers__0__layer__layers__0__trainable",
+        ),
+        (lambda: Sequential([Flatten(), Dense(3)]), "layers__0__layers__1__trainable"),
+        (lambda: TimeDistributed(Gate(Dense(3))), "layers__0__layer__block__trainable"),
+    ],
+    ids=["TimeDistributed", "TimeDistributed(Sequential)", "Sequential", "user container"],
+)
+def test_a_warm_start_freezes_a_layer_set_inside_a_container(make, key):
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(60, 4, 3)), rng.normal(size=60)
+    inner = make()
+    layers = [inner] if isinstance(inner, Sequential) else [inner, GlobalAvgPool1D()]
+    reg = NeuralNetRegressor(layers, max_iter=2, warm_start=True, random_state=0, device="cpu")
+    reg.fit(X, y)
+    dense = next(leaf for _, leaf in reg.network_.leaves() if isinstance(leaf, Dense))
+    W = host(dense.params["W"])
+    reg.set_params(**{key: False}).fit(X, y)
+    assert dense.trainable is False
+    assert_array_equal(dense.params["W"], W)
+    reg.set_params(**{key: True}).fit(X, y)
+    assert dense.trainable is True and not np.array_equal(dense.params["W"], W)
+
+
+# -- 13. flags are bools and positive numbers, on containers too, before anything trains ----------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kw: Sequential([Dense(4)], **kw),
+        lambda **kw: Residual([Dense(4)], **kw),
+        lambda **kw: Concatenate([Dense(2), Dense(2)], **kw),
+        lambda **kw: TimeDistributed(Dense(4), **kw),
+        lambda **kw: Gate(Dense(4), **kw),
+        lambda **kw: Sequential([Dropout(0.1, **kw)]),
+    ],
+    ids=["Sequential", "Residual", "Concatenate", "TimeDistributed", "Gate", "Dropout"],
+)
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(trainable="no"), "trainable must be True or False, got 'no'"),
+        (dict(trainable=0), "trainable must be True or False, got 0"),
+        (dict(lr_scale=0), "lr_scale must be a positive number, got 0"),
+        (dict(lr_scale=float("inf")), "lr_scale must be a positive number, got inf"),
+        (dict(lr_scale=True), "lr_scale must be a positive number, got True"),
+    ],
+)
+def test_bad_flags_of_any_layer_are_refused_before_the_first_epoch(make, kwargs, message):
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(20, 3, 4)), rng.normal(size=20)
+    layer = make(**kwargs)
+    layers = [TimeDistributed(layer) if not isinstance(layer, TimeDistributed) else layer]
+    started = []
+
+    class Started(Callback):
+        def on_epoch_begin(self, state, epoch):
+            started.append(epoch)
+
+    reg = NeuralNetRegressor(
+        [*layers, GlobalAvgPool1D()], max_iter=1, device="cpu", callbacks=[Started()]
+    )
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        reg.fit(X, y)
+    assert "layers[0]" in str(info.value) and not started
+
+
+def test_a_sequential_with_trainable_no_does_not_train(data):
+    """``trainable='no'`` was read by truthiness: the whole block trained."""
+    X, y = data
+    clf = convnet([Sequential([Conv2D(2, 3)], trainable="no"), Flatten()], max_iter=1)
+    with pytest.raises(ValueError, match=r"Sequential \(layers\[0\]\): trainable must be"):
+        clf.fit(X[:40], y[:40])
+
+
+# -- 14. every stock layer takes trainable, lr_scale and weights -------------------------------
+
+
+def _stock_layer_classes():
+    classes = [getattr(layers_module, name) for name in layers_module.__all__]
+    return [c for c in classes if isinstance(c, type) and issubclass(c, Layer) and c is not Layer]
+
+
+#: arguments for the stock layers whose constructor requires some
+REQUIRED = {
+    "Embedding": (10, 4),
+    "Lambda": (np.tanh,),
+    "Sequential": ([Dense(2)],),
+    "Residual": ([Dense(2)],),
+    "Concatenate": ([Dense(2)],),
+    "TimeDistributed": (Dense(2),),
+    **{name: (2,) for name in ("Dense", "Conv2D", "SimpleRNN", "LSTM", "GRU", "Conv1D")},
+}
+
+
+@pytest.mark.parametrize("cls", _stock_layer_classes(), ids=lambda c: c.__name__)
+def test_every_stock_layer_takes_trainable_lr_scale_and_weights(cls):
+    # the class itself: its constructor takes them, its docstring lists them
+    assert {"trainable", "lr_scale", "weights"} <= set(cls._get_param_names())
+    assert "trainable :" in cls.__doc__ and "weights :" in cls.__doc__
+    required = [
+        p
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.default is p.empty and p.name != "self"
+    ]
+    if required and cls.__name__ not in REQUIRED:
+        return  # a layer this test cannot make (a new one): its class is checked above
+    layer = cls(*REQUIRED.get(cls.__name__, ()))
+    params = layer.get_params(deep=False)
+    assert {"trainable", "lr_scale", "weights"} <= set(params)
+    frozen = clone(layer).set_params(trainable=False, lr_scale=0.5)
+    assert (frozen.trainable, frozen.lr_scale) == (False, 0.5)
+    assert clone(frozen).get_params(deep=False)["trainable"] is False
+    # a container holding it lists its flags among its own
+    block = Sequential([layer], trainable=False)
+    assert block.get_params()["layers__0__trainable"] == params["trainable"]
+
+
+def test_freezing_a_container_of_parameter_free_layers_fits(data):
+    X, y = data
+    block = Sequential(
+        [Conv2D(2, 3), Activation("relu"), MaxPool2D(2), Dropout(0.1), Lambda(np.tanh)],
+        trainable=False,
+    )
+    clf = convnet([block, Flatten()], max_iter=2).fit(X, y)
+    assert all(node.trainable is False for _, node in walk([clf.layers_[0]]))
+    assert_same(clf.callbacks_[0].params_[0], copy_params(clf.layers_)[0])

@@ -13,6 +13,12 @@ contract: ``build`` returns the per-sample output shape (the network records
 it as ``output_shape_``), ``forward``/``backward``, ``params``/``grads``/
 ``state`` dicts, and, with defaults in ``Layer``, ``values_per_sample`` (for
 prediction chunks), ``release``, ``to_backend`` and ``reseed``.
+
+Its layers are the roots of the layer tree (:mod:`sknet.layers._tree`), and
+what concerns every layer goes through that one traversal: the weights (what
+early stopping saves and the fit transaction restores) are the arrays of the
+tree's parameter holders, and moving, casting and unpickling reach every
+layer of the tree, whatever a user's container does with its own.
 """
 
 import numpy as np
@@ -21,7 +27,7 @@ from sknet.backend import get_array_module, get_backend, is_device_array
 from sknet.engine._plan import TrainingPlan
 from sknet.layers._base import build_layer
 from sknet.layers._contract import check_backward_output, check_forward_output
-from sknet.layers._tree import copy_flags
+from sknet.layers._tree import check_masks, check_tree, copy_flags, walk
 from sknet.layers._tree import leaves as tree_leaves
 
 # Rows per chunk when predicting: large enough for efficient matrix products,
@@ -70,12 +76,14 @@ class Network:
         ``head(shape)`` returns layers appended after ``layers`` given their
         output shape (the estimators' output layer).
         """
-        layers, shape = list(layers), tuple(input_shape)
+        layers, shape = check_tree(layers), tuple(input_shape)
         for layer in layers:
             shape = _build_layer(layer, shape, backend, dtype, rng)
         for layer in head(shape) if head is not None else ():
             shape = _build_layer(layer, shape, backend, dtype, rng)
             layers.append(layer)
+        if padding_value is not None:
+            check_masks(layers)  # every layer taking a mask gets it
         return cls(layers, input_shape, backend, padding_value=padding_value)
 
     @property
@@ -95,10 +103,7 @@ class Network:
             X = X.reshape((X.shape[0],) + self.input_shape)
         mask = self.input_mask(X)
         for layer in self.layers[:stop]:
-            if mask is not None and getattr(layer, "supports_mask", False):
-                Y = layer.forward(X, training=training, mask=mask)
-            else:
-                Y = layer.forward(X, training=training)
+            Y = layer.forward_with_mask(X, training=training, mask=mask)
             check_forward_output(layer, X, Y)  # a tuple comparison: what the next layer takes
             X = Y
         return X
@@ -117,8 +122,9 @@ class Network:
     def leaves(self):
         """``(key, layer)`` for every layer that holds its own parameters.
 
-        The leaves of the layer tree (:mod:`sknet.layers._tree`): containers
-        are opened. ``key`` is the layer's index, or a tuple of indices for a
+        The parameter holders of the layer tree (:func:`sknet.layers._tree.leaves`):
+        containers are opened (a user's container with arrays of its own is
+        one too). ``key`` is the layer's index, or a tuple of indices for a
         layer inside a container.
         """
         return [
@@ -129,9 +135,10 @@ class Network:
         """Copy ``trainable``/``lr_scale`` from unbuilt ``layers`` onto the built ones.
 
         A warm fit after ``set_params(layers__0__trainable=True)`` continues
-        the same network with the new flags (they do not define the network).
+        the same network with the new flags (they do not define the network),
+        checked first as a fresh fit checks them.
         """
-        for built, source in zip(self.layers, layers):
+        for built, source in zip(self.layers, check_tree(layers)):
             copy_flags(source, built)
 
     def prepare_training(self):
@@ -139,12 +146,18 @@ class Network:
         return TrainingPlan(self).apply()
 
     def input_mask(self, X):
-        """Which steps of a batch of sequences are real; ``None`` without padding."""
+        """Which steps of a batch of sequences are real; ``None`` without padding.
+
+        Token ids ``(n, T)``: the ids that are not ``padding_value``. Sequences
+        ``(n, T, features)``: the steps whose features are not all
+        ``padding_value``; sequences of sequences ``(n, T, S, features)`` give
+        ``(n, T, S)`` (``TimeDistributed`` hands each step its own).
+        """
         if self.padding_value is None:
             return None
         if X.ndim == 2:  # token ids
             return X != self.padding_value
-        return ~(X == self.padding_value).all(axis=2)
+        return ~(X == self.padding_value).all(axis=-1)
 
     def predict_chunk_rows(self):
         """Rows per prediction chunk (see ``_PREDICT_CHUNK_BYTES``)."""
@@ -183,13 +196,18 @@ class Network:
 
     # -- arrays -------------------------------------------------------------
     def params(self):
-        """The trainable parameters, layer by layer (live arrays)."""
-        return [value for layer in self.layers for value in layer.params.values()]
+        """The parameters of every holder of the layer tree, in tree order (live arrays)."""
+        return [value for _, layer in self.leaves() for value in layer.params.values()]
 
     def weights(self):
-        """Parameters and non-trained state (running statistics): the model."""
+        """Parameters and non-trained state (running statistics): the model.
+
+        Every array of the layer tree's holders (:meth:`leaves`), parameters
+        first: what early stopping saves and the fit transaction restores,
+        the layers inside any container included.
+        """
         return self.params() + [
-            value for layer in self.layers for value in getattr(layer, "state", {}).values()
+            value for _, layer in self.leaves() for value in getattr(layer, "state", {}).values()
         ]
 
     def save_weights(self):
@@ -202,21 +220,27 @@ class Network:
             weight[...] = self.backend.asarray(value)
 
     def to_backend(self, backend):
-        """Move every layer to ``backend`` (no-op when already there)."""
+        """Move every layer of the tree to ``backend`` (no-op when already there)."""
         if backend is not self.backend or any(
-            layer.backend_ is not backend for layer in self.layers
+            layer.backend_ is not backend for _, layer in walk(self.layers)
         ):
             for layer in self.layers:
                 layer.to_backend(backend)
+            for _, layer in walk(self.layers):  # a container that did not move its own
+                if layer.backend_ is not backend:
+                    layer.to_backend(backend)
             self.backend = backend
         return self
 
     def astype(self, dtype):
-        """Cast every parameter, gradient and state array to ``dtype``."""
+        """Cast every parameter, gradient and state array of the tree to ``dtype``."""
         dtype = np.dtype(dtype)
-        if dtype != self.dtype:
+        if any(layer.dtype_ != dtype for _, layer in walk(self.layers)):
             for layer in self.layers:
                 layer.astype(dtype)
+            for _, layer in walk(self.layers):  # a container that did not cast its own
+                if layer.dtype_ != dtype:
+                    layer.astype(dtype)
         return self
 
     def reseed(self, offset):
@@ -239,7 +263,7 @@ class Network:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.backend = get_backend("cpu")  # the estimator moves it where it belongs
-        for layer in self.layers:
+        for _, layer in walk(self.layers):
             layer.backend_ = self.backend
 
 

@@ -12,6 +12,7 @@ import joblib
 import numpy as np
 
 from sknet.layers import Layer
+from sknet.layers._tree import check_depth
 
 
 def _canonical(value):
@@ -47,7 +48,15 @@ def _short_repr(value, limit=80):
 
 
 def network_signature(est):
-    """What defines the network, to compare across warm fits."""
+    """What defines the network, to compare across warm fits.
+
+    A parameter holding layers is checked for depth first (the layer tree's
+    limit), so a tree too deep is refused with its message, not a RecursionError.
+    """
+    for name in est._network_parameters:
+        value = getattr(est, name)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        check_depth([item for item in items if isinstance(item, Layer)], root=name)
     return {
         name: (_digest(getattr(est, name)), getattr(est, name)) for name in est._network_parameters
     }

@@ -43,6 +43,7 @@ from sknet.engine._warm_start import check_same_network, network_signature
 from sknet.estimators._persistence import PersistenceMixin
 from sknet.estimators._training import STOCHASTIC_SOLVERS, train
 from sknet.exceptions import DeviceMemoryError
+from sknet.layers._tree import check_tree
 from sknet.losses import EnsembleLoss
 
 
@@ -341,7 +342,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         self.n_iter_ = 0
         self.t_ = 0
         self.n_outputs_ = n_outputs
-        layers = [copy.deepcopy(layer) for layer in self._build_layers()]
+        layers = [copy.deepcopy(layer) for layer in check_tree(self._build_layers())]
         network = Network.build(
             layers,
             self._network_input_shape(n_features),

@@ -1,7 +1,9 @@
 """The Layer contract every built-in and user layer follows."""
 
+import copy
 import functools
 import inspect
+import re
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -27,6 +29,34 @@ _TRAINABLE_DOC = """\
         random initialization: how trained weights travel in a layer's
         parameters (see :func:`sknet.layers.from_estimator`).
 """
+
+_TRAINING_PARAMETERS_DOC = """\
+    trainable : bool, default=True
+        Whether ``fit`` trains the layer's parameters, if it has any: every
+        layer takes it, so that freezing a container reaches all its layers.
+    lr_scale : float, default=1.0
+        Multiplies the optimizer's step for the layer's parameters, if any.
+    weights : dict of str to array, default=None
+        Initial values of the layer's arrays by name, if it has any (see
+        :func:`sknet.layers.from_estimator`).
+"""
+
+_SECTION = re.compile(r"\n\n    [A-Z][A-Za-z ]+\n    -{3,}\n")
+
+
+def _document_training_parameters(doc):
+    """``doc`` with the training parameters in its Parameters section, unless documented."""
+    if not doc or "trainable :" in doc:
+        return doc
+    header = "    Parameters\n    ----------\n"
+    start = doc.find(header)
+    if start >= 0:
+        end = _SECTION.search(doc, start)
+        cut = end.start() + 1 if end else len(doc.rstrip()) + 1
+        return doc[:cut] + _TRAINING_PARAMETERS_DOC + doc[cut:]
+    first = _SECTION.search(doc)
+    cut = first.start() + 2 if first else len(doc.rstrip()) + 1
+    return doc[:cut] + header + _TRAINING_PARAMETERS_DOC + "\n" + doc[cut:]
 
 
 class Layer(TreeNode, LayerArrays, BaseEstimator):
@@ -65,11 +95,21 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
     ``backward`` may skip the weight gradients when ``trainable`` is False (a
     layer that writes them anyway gets throw-away arrays).
 
-    A layer made of other layers (a container) builds copies of them in
-    attributes named after the constructor parameter they come from, plus an
-    underscore (``self.block_`` from ``self.block``, a layer or a list of
-    layers): :meth:`sublayers` finds them, and freezing, reseeding, moving
-    and transfer reach them. Its ``trainable=False`` freezes all of them.
+    A layer made of other layers (a container) declares the constructor
+    parameters that hold them in :attr:`sublayer_params` (``("block",)``;
+    each a layer or a list of layers) and builds a copy of each, with
+    :meth:`build_sublayer`, in the attribute of the same name plus an
+    underscore (``self.block_`` from ``self.block``, a list for a list). Its
+    :meth:`sublayers` are then those copies (before it is built, the layers
+    it was given: :meth:`source_layers`), and the network's weights, early
+    stopping, the fit transaction, moving, casting, freezing, warm starts,
+    reseeding and transfer reach them; arrays it declares itself
+    (:meth:`add_param`) train with theirs. Its ``trainable=False`` freezes all
+    of them. With a ``padding_value``, a container holding layers that take a
+    mask (recurrent layers) takes one too: ``supports_mask = True``, a
+    ``forward(X, *, training, mask=None)`` that runs its sublayers with
+    :meth:`forward_with_mask`. Layers nest at most 64 deep (a deeper tree is
+    a ValueError before anything is copied or built).
 
     What a layer written outside sknet returns is checked before anything
     else uses it: ``forward``'s output must have the shape its ``build``
@@ -160,8 +200,11 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
             cls.backward = Layer.backward
         if "forward" in cls.__dict__ and cls.backward is Layer.backward:
             cls.forward = recorded_forward(cls.__dict__["forward"])
+        # Every layer takes trainable/lr_scale/weights, declared or not.
+        with_training_parameters(cls)
+        if cls.__module__.startswith("sknet.") and not cls.__name__.startswith("_"):
+            cls.__doc__ = _document_training_parameters(cls.__doc__)
         if not cls.__module__.startswith("sknet."):  # a user's layer: checked at the boundary
-            with_training_parameters(cls)
             cls.build = checked_build(cls.build)
             cls.forward = checked_forward(cls.forward)
             cls.backward = checked_backward(cls.backward)
@@ -175,6 +218,12 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
 
     #: Whether :meth:`forward` accepts a sparse matrix (only a first layer gets one).
     accepts_sparse = False
+    #: Whether :meth:`forward` takes ``mask``: which steps of a batch of padded
+    #: sequences are real (``padding_value``). A layer gets a boolean array
+    #: ``(batch, timesteps)``; a container, the mask of its input's leading
+    #: axes, ``(batch, timesteps, substeps)`` for sequences of sequences, which
+    #: it hands on with :meth:`forward_with_mask`.
+    supports_mask = False
     #: Whether ``fit`` trains the parameters; layers with parameters take it in
     #: ``__init__``. A frozen layer's ``backward`` need not write ``grads``.
     trainable = True
@@ -213,6 +262,56 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
         self._buffers = {}
         self._cache = {}
         return self.input_shape_
+
+    def build_sublayer(self, layer, input_shape, *, rng):
+        """A built copy of ``layer`` for this container's :meth:`build` (after ``super().build``).
+
+        Copies ``layer`` (the one given is never modified), builds it for
+        samples of ``input_shape`` on this layer's backend and dtype, records
+        its ``output_shape_`` and loads its ``weights``. Store the copy in the
+        attribute named after the parameter it comes from plus an underscore
+        (see :attr:`sublayer_params`).
+
+        Parameters
+        ----------
+        layer : Layer
+            An unbuilt layer, from one of :attr:`sublayer_params`.
+        input_shape : tuple of int
+            The shape of one of its input samples.
+        rng : numpy.random.RandomState
+            The ``rng`` this layer's ``build`` was given.
+
+        Returns
+        -------
+        built : Layer
+            The built copy; ``built.output_shape_`` is its output shape.
+        """
+        if "backend_" not in self.__dict__:
+            raise RuntimeError(
+                f"{type(self).__name__}.build called build_sublayer before "
+                "super().build(input_shape, backend=backend, dtype=dtype, rng=rng)"
+            )
+        if not isinstance(layer, Layer):
+            raise ValueError(
+                f"{type(self).__name__}: a sublayer must be an sknet Layer, got {layer!r}"
+            )
+        built = copy.deepcopy(layer)
+        build_layer(built, input_shape, backend=self.backend_, dtype=self.dtype_, rng=rng)
+        return built
+
+    def forward_with_mask(self, X, *, training, mask=None):
+        """:meth:`forward`, given ``mask`` when this layer takes one (:attr:`supports_mask`).
+
+        How a network runs its layers, and a container its sublayers: a mask
+        of more axes than ``(batch, timesteps)`` reaches a layer without
+        sublayers as ``(batch, timesteps)`` (a step is real if any of its
+        substeps is).
+        """
+        if mask is None or not self.supports_mask:
+            return self.forward(X, training=training)
+        if mask.ndim > 2 and not self.sublayers():
+            mask = mask.reshape(mask.shape[:2] + (-1,)).any(axis=2)
+        return self.forward(X, training=training, mask=mask)
 
     def load_weights(self):
         """Overwrite the built parameters and state with ``weights``, checking shapes."""
@@ -279,11 +378,8 @@ def build_layer(layer, input_shape, *, backend, dtype, rng):
     layers too).
     """
     shape = layer.build(tuple(input_shape), backend=backend, dtype=dtype, rng=rng)
+    layer._check_built_sublayers()
     layer.output_shape_ = layer._declared_output_shape = tuple(int(d) for d in shape)
     layer.load_weights()
     apply_container_flags(layer)  # a container's trainable/lr_scale reach its subtree
     return layer.output_shape_
-
-
-def _as_list(value):
-    return list(value) if isinstance(value, (list, tuple)) else [value]

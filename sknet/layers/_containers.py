@@ -7,11 +7,14 @@ are layers like any other, so they nest and go anywhere a layer goes (inside
 ``ConvNetClassifier(layers=...)``, or inside each other), and their entries
 are grid-searchable parameters: ``layers__0__layers__1__filters``.
 
-A container builds copies of the layers it is given (``blocks_``); its
-``params``/``grads``/``state`` are read-only views gathering its blocks' (keys
+A container declares the parameters holding its layers
+(:attr:`Layer.sublayer_params`) and builds copies of them (``blocks_``); its
+``params``/``grads``/``state`` are views gathering its blocks' (keys
 ``'<block>.<key>'``); the trainer trains the blocks themselves
 (:meth:`Layer.sublayers`). ``trainable``/``lr_scale`` given to a container
-apply to every layer inside it; ``None`` (the default) leaves each its own.
+apply to every layer inside it; ``None`` (the default) leaves each its own;
+``weights`` overwrites its blocks' arrays by those keys. A padding mask
+reaches every block that takes one (:meth:`Layer.forward_with_mask`).
 Which blocks compute the gradient of their input is the training plan's
 decision (``skip_input_grad``, set on every block before a fit trains): a
 container's backward stops at a block that skips it.
@@ -36,11 +39,17 @@ _FLAGS_DOC = """\
         ``None`` leaves each layer's own ``trainable``.
     lr_scale : float or None, default=None
         The ``lr_scale`` of every layer inside; ``None`` leaves each its own.
+    weights : dict of str to array, default=None
+        Initial values of the inner layers' arrays by their keys in
+        ``params``/``state`` (``'0.W'``: the first block's ``W``), instead of
+        their own.
 """
 
 
 class _Container(NestedListParams, Layer):
-    """What every container shares: built blocks, gathered arrays, recursion."""
+    """What every container shares: built blocks, gathered arrays, masks, recursion."""
+
+    supports_mask = True  # handed on to the blocks that take one
 
     def _start_build(self, input_shape, backend, dtype):
         # Layer.build would assign params/grads/state, which are views here.
@@ -69,10 +78,12 @@ class _Container(NestedListParams, Layer):
         return blocks, shape
 
     def sublayers(self):
-        return list(self.__dict__.get("blocks_", ()))
+        if "blocks_" not in self.__dict__:
+            return self.source_layers()
+        return list(self.__dict__["blocks_"])
 
     def source_layers(self):
-        return list(self.layers)
+        return [layer for layer in super().source_layers() if isinstance(layer, Layer)]
 
     def chains(self):
         """The paths the input takes through the blocks, each a list run first to last."""
@@ -98,9 +109,9 @@ class _Container(NestedListParams, Layer):
     def values_per_sample(self):
         return max(block.values_per_sample() for block in self.sublayers())
 
-    def _run(self, blocks, X, training):
+    def _run(self, blocks, X, training, mask):
         for block in blocks:
-            X = block.forward(X, training=training)
+            X = block.forward_with_mask(X, training=training, mask=mask)
         return X
 
     def _back(self, blocks, dY):
@@ -133,9 +144,6 @@ class _Container(NestedListParams, Layer):
         for block in self.sublayers():
             block.reseed(offset)
 
-    def load_weights(self):
-        """Containers carry no weights of their own: their blocks do."""
-
     def __setstate__(self, state):
         super().__setstate__(state)
         for block in self.__dict__.get("blocks_", ()):
@@ -163,10 +171,13 @@ class Sequential(_Container):
     8
     """
 
-    def __init__(self, layers, *, trainable=None, lr_scale=None):
+    sublayer_params = ("layers",)
+
+    def __init__(self, layers, *, trainable=None, lr_scale=None, weights=None):
         self.layers = layers
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         self._start_build(input_shape, backend, dtype)
@@ -176,8 +187,8 @@ class Sequential(_Container):
         self.output_shape_ = shape
         return shape
 
-    def forward(self, X, *, training):
-        return self._run(self.blocks_, X, training)
+    def forward(self, X, *, training, mask=None):
+        return self._run(self.blocks_, X, training, mask)
 
     def backward(self, dY):
         return self._back(self.blocks_, dY)
@@ -210,13 +221,14 @@ class Residual(_Container):
     ['layers', 'layers__0', 'layers__0__activation']
     """
 
-    _list_params = ("layers", "shortcut")
+    _list_params = sublayer_params = ("layers", "shortcut")
 
-    def __init__(self, layers, shortcut=None, *, trainable=None, lr_scale=None):
+    def __init__(self, layers, shortcut=None, *, trainable=None, lr_scale=None, weights=None):
         self.layers = layers
         self.shortcut = shortcut
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         self._start_build(input_shape, backend, dtype)
@@ -240,9 +252,6 @@ class Residual(_Container):
         self.output_shape_ = shape
         return shape
 
-    def source_layers(self):
-        return list(self.layers) + list(self.shortcut or [])
-
     def chains(self):
         return [self.block_, self.shortcut_]
 
@@ -250,9 +259,9 @@ class Residual(_Container):
         n = len(self.block_)  # the shortcut's blocks follow (an automatic one too)
         return clone(self).set_params(layers=blocks[:n], shortcut=blocks[n:] or None)
 
-    def forward(self, X, *, training):
-        Y = self._run(self.block_, X, training)
-        S = self._run(self.shortcut_, X, training) if self.shortcut_ else X
+    def forward(self, X, *, training, mask=None):
+        Y = self._run(self.block_, X, training, mask)
+        S = self._run(self.shortcut_, X, training, mask) if self.shortcut_ else X
         return Y + S
 
     def backward(self, dY):
@@ -289,13 +298,14 @@ class Concatenate(_Container):
     'tanh'
     """
 
-    _list_params = ("branches",)
+    _list_params = sublayer_params = ("branches",)
 
-    def __init__(self, branches, axis=0, *, trainable=None, lr_scale=None):
+    def __init__(self, branches, axis=0, *, trainable=None, lr_scale=None, weights=None):
         self.branches = branches
         self.axis = axis
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     def build(self, input_shape, *, backend, dtype, rng):
         self._start_build(input_shape, backend, dtype)
@@ -327,17 +337,16 @@ class Concatenate(_Container):
         self.output_shape_ = tuple(shape)
         return self.output_shape_
 
-    def source_layers(self):
-        return list(self.branches)
-
     def chains(self):
         return [[block] for block in self.sublayers()]
 
     def _copy_with(self, blocks):
         return clone(self).set_params(branches=blocks)
 
-    def forward(self, X, *, training):
-        outputs = [block.forward(X, training=training) for block in self.blocks_]
+    def forward(self, X, *, training, mask=None):
+        outputs = [
+            block.forward_with_mask(X, training=training, mask=mask) for block in self.blocks_
+        ]
         return self.xp.concatenate(outputs, axis=self._batch_axis)
 
     def backward(self, dY):

@@ -41,21 +41,28 @@ class NestedListParams:
 
 
 def _set_in_list(owner, name, values):
+    """``owner.<name>`` with ``values`` set: entries replaced first, then set inside.
+
+    As scikit-learn's ``set_params`` does: ``layers__0=Dense(3)`` replaces the
+    entry before ``layers__0__units=5`` is set in it, whatever their order;
+    everything set inside one entry goes to its ``set_params`` at once (so its
+    own lists follow the same rule). Entries set inside are clones: neither the
+    list's layers nor a replacement passed here are modified.
+    """
     items = getattr(owner, name)
     if not isinstance(items, (list, tuple)):
         raise ValueError(
             f"Cannot set {sorted(values)}: this {type(owner).__name__} has no `{name}` list."
         )
-    items, copied = list(items), set()
+    items, inside = list(items), {}
     for key, value in values.items():
         _, index, *rest = key.split("__", 2)
         if not index.isdigit() or int(index) >= len(items):
             raise ValueError(f"Invalid parameter {key!r}: `{name}` has {len(items)} entries.")
-        i = int(index)
-        if not rest:
-            items[i], copied = value, copied | {i}
-            continue
-        if i not in copied:  # never modify the caller's layer objects
-            items[i], copied = clone(items[i]), copied | {i}
-        items[i].set_params(**{rest[0]: value})
+        if rest:
+            inside.setdefault(int(index), {})[rest[0]] = value
+        else:
+            items[int(index)] = value
+    for i, params in inside.items():
+        items[i] = clone(items[i]).set_params(**params)  # never the caller's layer objects
     return items

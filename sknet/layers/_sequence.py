@@ -135,6 +135,8 @@ class TimeDistributed(Layer):
         The inner layer's ``trainable``; ``None`` leaves it its own.
     lr_scale : float or None, default=None
         The inner layer's ``lr_scale``; ``None`` leaves it its own.
+    weights : dict of str to array, default=None
+        Initial values of the inner layer's arrays by name, instead of its own.
 
     Attributes
     ----------
@@ -145,7 +147,9 @@ class TimeDistributed(Layer):
     -----
     Input shape: ``(batch, timesteps, ...)``. Output shape:
     ``(batch, timesteps, ...)`` with the inner layer's per-step output shape.
-    The inner layer's parameters are this layer's parameters.
+    The inner layer's parameters are this layer's parameters. With a padding
+    mask of sequences of sequences ``(batch, timesteps, substeps)``, the inner
+    layer gets each step's ``(substeps,)`` mask.
 
     Examples
     --------
@@ -162,10 +166,14 @@ class TimeDistributed(Layer):
     (4, 5, 2)
     """
 
-    def __init__(self, layer, *, trainable=None, lr_scale=None):
+    sublayer_params = ("layer",)
+    supports_mask = True  # each step's own mask, for sequences of sequences
+
+    def __init__(self, layer, *, trainable=None, lr_scale=None, weights=None):
         self.layer = layer
         self.trainable = trainable
         self.lr_scale = lr_scale
+        self.weights = weights
 
     @property
     def regularized(self):
@@ -206,9 +214,12 @@ class TimeDistributed(Layer):
             self.layer_.state,
         )
 
-    def forward(self, X, *, training):
+    def forward(self, X, *, training, mask=None):
         N, T = X.shape[:2]
-        Y = self.layer_.forward(X.reshape((N * T,) + X.shape[2:]), training=training)
+        inner = None if mask is None or mask.ndim < 3 else mask.reshape((N * T,) + mask.shape[2:])
+        Y = self.layer_.forward_with_mask(
+            X.reshape((N * T,) + X.shape[2:]), training=training, mask=inner
+        )
         return Y.reshape((N, T) + Y.shape[1:])
 
     def backward(self, dY):
@@ -231,9 +242,6 @@ class TimeDistributed(Layer):
         self._share()
         self._buffers, self._cache = {}, {}
         return self
-
-    def load_weights(self):
-        """Its weights are the inner layer's (which loads its own)."""
 
     def __setstate__(self, state):
         if "inner_" in state:  # pickled before the built layer was named layer_

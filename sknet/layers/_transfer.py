@@ -5,6 +5,8 @@ from numbers import Integral
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
+from sknet.layers._tree import leaves
+
 
 def from_estimator(estimator, upto=None, trainable=False):
     """Copies of a fitted network's layers that start from its weights.
@@ -99,9 +101,11 @@ def _check_network_estimator(estimator):
 
 def _copy_with_weights(layer, backend, trainable):
     inner = layer.sublayers()  # the layer tree: a container keeps its kind, with copied blocks
-    if inner:
-        return layer._copy_with([_copy_with_weights(block, backend, trainable) for block in inner])
     copy = clone(layer)
+    if inner:
+        copy = layer._copy_with([_copy_with_weights(block, backend, trainable) for block in inner])
+        if not any(node is layer for _, node in leaves([layer])):
+            return copy  # its arrays are its blocks' (a stock container)
     params = copy.get_params(deep=False)
     arrays = {**layer.params, **layer.state}
     if arrays and "weights" not in params:

@@ -8,7 +8,9 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 
 import sknet.engine._network
+from sknet import NeuralNetRegressor
 from sknet.backend import get_backend
+from sknet.callbacks import Callback, EarlyStopping
 from sknet.engine._network import Network
 from sknet.layers import (
     BatchNorm,
@@ -19,8 +21,11 @@ from sknet.layers import (
     Flatten,
     GlobalAvgPool1D,
     Layer,
+    Sequential,
 )
+from sknet.layers._tree import walk
 from tests.conftest import make_backend
+from tests.user_containers import Gate, Wrap
 
 
 class EveryOther(Layer):
@@ -344,3 +349,76 @@ def test_pickle_gives_numpy_arrays_and_predicts(backend):
     assert loaded.dtype == np.float32
     assert_allclose(loaded.predict(X), expected, rtol=1e-6)
     assert_array_equal(loaded.layers[1].state["running_var"], 2.0)
+
+
+# -- the weights are the tree's -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, n_holders",
+    [
+        (lambda: [Wrap(Dense(16, activation="tanh"))], 2),
+        (lambda: [Wrap(Dense(16, activation="tanh")), Gate(Dense(8, activation="tanh"))], 4),
+    ],
+    ids=["discovered", "declared"],
+)
+def test_early_stopping_restores_a_users_container_at_its_best_epoch(make, n_holders):
+    """A user's container's inner layers come back from the best epoch, as its head does."""
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(120, 5))
+    y = X @ rng.normal(size=5) + rng.normal(scale=2.0, size=120)
+    X_val, y_val = X[:40] + rng.normal(size=(40, 5)), y[:40]
+
+    class Record(Callback):
+        def on_epoch_end(self, state, epoch, logs):
+            self.seen_ = getattr(self, "seen_", {})
+            self.seen_[epoch] = [
+                {k: np.array(v) for k, v in leaf.params.items()}
+                for _, leaf in state.network.leaves()
+            ]
+
+    est = NeuralNetRegressor(
+        make(),
+        max_iter=40,
+        learning_rate_init=0.05,
+        random_state=0,
+        device="cpu",
+        callbacks=[Record(), EarlyStopping("valid_loss", patience=2)],
+    ).fit(X, y, X_val=X_val, y_val=y_val)
+    record, stopper = est.callbacks_
+    assert stopper.best_epoch_ < stopper.stopped_epoch_
+    best = record.seen_[stopper.best_epoch_]
+    final = [leaf.params for _, leaf in est.network_.leaves()]
+    assert len(best) == len(final) == n_holders  # the inner layers, Gate's scalar, the head
+    for saved, now in zip(best, final):
+        for key in saved:
+            assert_array_equal(now[key], saved[key])
+
+
+class Careless(Wrap):
+    """A container whose to_backend and astype forget its block."""
+
+    def to_backend(self, backend):
+        self.backend_ = backend
+        return self
+
+    def astype(self, dtype):
+        self.dtype_ = np.dtype(dtype)
+        return self
+
+
+def test_weights_moving_and_casting_reach_every_layer_of_a_users_container():
+    backend = get_backend("cpu")
+    layers = [Careless(Dense(3)), Gate(Sequential([Dense(2)]))]
+    network = Network.build(
+        layers, (4,), backend=backend, dtype=np.float32, rng=np.random.RandomState(0)
+    )
+    inner = network.layers[0].block_
+    gate, gated = network.layers[1], network.layers[1].block_.blocks_[0]
+    expected = [inner.params["W"], inner.params["b"], gate.params["s"], *gated.params.values()]
+    assert [id(w) for w in network.weights()] == [id(w) for w in expected]
+    network.astype(np.float64)
+    assert all(w.dtype == np.float64 for w in network.weights())
+    assert inner.dtype_ == np.float64
+    loaded = pickle.loads(pickle.dumps(network))
+    assert all(layer.backend_ is loaded.backend for _, layer in walk(loaded.layers))

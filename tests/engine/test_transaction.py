@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sknet import MLPClassifier
+from sknet import MLPClassifier, NeuralNetClassifier
+from sknet.callbacks import Callback
 from sknet.engine._trainer import Trainer
 from sknet.engine._transaction import FitTransaction
+from sknet.layers import Dense
+from tests.user_containers import Gate, Wrap
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -153,3 +156,42 @@ def test_snapshot_is_a_copy(fitted, data):
             W += 1.0
             raise RuntimeError
     assert_array_equal(fitted.network_.layers[0].params["W"], saved)
+
+
+@pytest.mark.parametrize(
+    "make, n_holders",
+    [
+        (lambda: [Wrap(Dense(8, activation="tanh"))], 2),
+        (lambda: [Wrap(Dense(8, activation="tanh")), Gate(Dense(6))], 4),
+    ],
+    ids=["discovered", "declared"],
+)
+def test_a_failed_warm_fit_rolls_back_every_inner_array_of_a_users_container(
+    make, n_holders, data
+):
+    """The snapshot is the tree's arrays: a user's container's inner layers come back too."""
+
+    class Fail(Callback):
+        def on_epoch_end(self, state, epoch, logs):
+            if epoch == 5:
+                raise RuntimeError("boom")
+
+    X, y = data
+    clf = NeuralNetClassifier(
+        make(),
+        max_iter=3,
+        warm_start=True,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    before = [
+        {k: np.array(v) for k, v in {**leaf.params, **leaf.state}.items()}
+        for _, leaf in clf.network_.leaves()
+    ]
+    assert len(before) == n_holders  # the inner layers, Gate's scalar, the head
+    with pytest.raises(RuntimeError, match="boom"):
+        clf.set_params(callbacks=[Fail()]).fit(X, y)
+    after = [{**leaf.params, **leaf.state} for _, leaf in clf.network_.leaves()]
+    for saved, now in zip(before, after, strict=True):
+        for key, value in saved.items():
+            assert_array_equal(now[key], value)

@@ -1,4 +1,4 @@
-"""Tests for sknet/layers/_containers.py: Sequential, Residual, Concatenate."""
+"""Tests for sknet/layers/_containers.py: Sequential, Residual, Concatenate; masks, set_params."""
 
 import pickle
 
@@ -8,21 +8,27 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-from sknet import ConvNetClassifier
+from sknet import ConvNetClassifier, NeuralNetRegressor
 from sknet.layers import (
+    GRU,
+    LSTM,
     Activation,
     BatchNorm,
     Concatenate,
     Conv2D,
     Dense,
     Flatten,
+    GlobalAvgPool1D,
     GlobalAvgPool2D,
     Residual,
     Sequential,
+    SimpleRNN,
+    TimeDistributed,
     from_estimator,
 )
 from sknet.utils import check_layer_gradients
 from tests.conftest import make_backend
+from tests.user_containers import Gate, Wrap
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -163,3 +169,112 @@ def test_frozen_blocks_inside_containers_and_transfer(digits):
         layers=[*copies, Flatten(), Dense(8)], max_iter=2, random_state=0, device="cpu"
     ).fit(X, y)
     assert_array_equal(reused.layers_[0].params["W"], clf.layers_[0].params["W"])
+
+
+# -- masks reach the layers inside containers ---------------------------------------------------
+
+
+def _padded(rng, n=12, T=6, F=3, value=0.0):
+    """Sequences of random lengths, padded before and after with ``value``."""
+    lengths = rng.randint(2, T + 1, size=n)
+    data = rng.normal(size=(n, T, F))
+    front, back = np.full((n, T, F), value), np.full((n, T, F), value)
+    for i, length in enumerate(lengths):
+        front[i, T - length :] = data[i, :length]
+        back[i, :length] = data[i, :length]
+    return front, back
+
+
+MASKED = {
+    "Sequential": lambda: [Sequential([LSTM(4, return_sequences=True), LSTM(3)])],
+    "Residual": lambda: [Residual([LSTM(3, return_sequences=True)]), GlobalAvgPool1D()],
+    "Concatenate": lambda: [
+        Concatenate([LSTM(2), Sequential([GRU(3, return_sequences=True), GlobalAvgPool1D()])])
+    ],
+    "Sequential(Sequential)": lambda: [Sequential([Sequential([SimpleRNN(3)])])],
+    "user container": lambda: [
+        Gate(Sequential([LSTM(3, return_sequences=True)])),
+        GlobalAvgPool1D(),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", MASKED)
+def test_padding_before_or_after_is_the_same_inside_containers(name):
+    rng = np.random.RandomState(0)
+    front, back = _padded(rng)
+    y = rng.normal(size=len(front))
+    est = NeuralNetRegressor(
+        MASKED[name](),
+        max_iter=2,
+        random_state=0,
+        device="cpu",
+        dtype="float64",
+        padding_value=0.0,
+    )
+    est.fit(back, y)
+    assert_allclose(est.predict(front), est.predict(back), rtol=1e-10, atol=1e-12)
+    trained_front = clone(est).fit(front, y)
+    assert_allclose(trained_front.loss_curve_, est.loss_curve_, rtol=1e-10)
+
+
+def test_padding_of_the_inner_steps_is_the_same_inside_time_distributed():
+    """Sequences of sequences: each step's own steps padded before or after."""
+    rng = np.random.RandomState(1)
+    n, T, S, F = 10, 3, 5, 2
+    front, back = (np.zeros((n, T, S, F)) for _ in range(2))
+    for t in range(T):
+        f, b = _padded(rng, n=n, T=S, F=F)
+        front[:, t], back[:, t] = f, b
+    y = rng.normal(size=n)
+    layers = [TimeDistributed(Sequential([LSTM(3)])), LSTM(2)]
+    est = NeuralNetRegressor(
+        layers, max_iter=2, random_state=0, device="cpu", dtype="float64", padding_value=0.0
+    )
+    est.fit(back, y)
+    assert_allclose(est.predict(front), est.predict(back), rtol=1e-10, atol=1e-12)
+    after = back.copy()
+    after[:, -1] = 0  # the last outer step is padding throughout: the outer LSTM skips it
+    before = np.roll(after, 1, axis=1)  # the same, padded before
+    assert_allclose(est.predict(before), est.predict(after), rtol=1e-10, atol=1e-12)
+
+
+def test_a_container_that_drops_the_mask_is_refused_with_padding():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(10, 4, 3))
+    est = NeuralNetRegressor([Wrap(LSTM(3))], max_iter=1, device="cpu", padding_value=0.0)
+    with pytest.raises(ValueError, match=r"LSTM \(layers_\[0\]\[0\]\).*Wrap.*supports_mask"):
+        est.fit(X, rng.normal(size=10))
+    NeuralNetRegressor([Wrap(LSTM(3))], max_iter=1, device="cpu").fit(X, rng.normal(size=10))
+
+
+# -- set_params: a replacement first, then what is set inside it ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        lambda: NeuralNetRegressor([Dense(8), Dense(2)]),
+        lambda: Sequential([Dense(8), Dense(2)]),
+    ],
+    ids=["estimator", "container"],
+)
+def test_set_params_applies_a_replacement_before_the_parameters_set_inside_it(owner):
+    given = Dense(3)
+    for order in (
+        {"layers__0__units": 5, "layers__0": given},
+        {"layers__0": given, "layers__0__units": 5},
+    ):
+        target = owner().set_params(**order)
+        assert type(target.layers[0]) is Dense and target.layers[0].units == 5
+        assert given.units == 3  # the caller's layer is not modified
+    nested = owner().set_params(
+        layers__1__layers__0__units=7, layers__1=Sequential([Dense(1)]), layers__0__units=4
+    )
+    assert nested.layers[1].layers[0].units == 7 and nested.layers[0].units == 4
+    deep = owner().set_params(
+        layers__1=Sequential([Dense(1), Dense(1)]),
+        layers__1__layers__0__units=6,
+        layers__1__layers__0=Dense(2, activation="tanh"),
+    )
+    assert deep.layers[1].layers[0].units == 6 and deep.layers[1].layers[0].activation == "tanh"
