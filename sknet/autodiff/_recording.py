@@ -112,6 +112,13 @@ def values_and_gradient(loss, Z, Y):
             f"{name}.value returned {values.dtype} values for {Z.dtype} outputs; keep the "
             "outputs' dtype (constants as Python numbers or arrays of Z.dtype)"
         )
+    if type(values) is not Variable:
+        raise TypeError(
+            f"{name}.value returned a plain {type(values).__name__}, not values computed from "
+            "Z: their gradient would be lost (zero). Compute them from Z with the operators "
+            "and the functions of sknet.autodiff (not Z.data, nor NumPy's or CuPy's functions "
+            "outside those sknet.autodiff dispatches)"
+        )
     xp = get_array_module(Z)
     (dZ,) = gradients(values, xp.ones(Z.shape[0], dtype=Z.dtype), [recorded])
     if dZ is None:

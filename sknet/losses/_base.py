@@ -1,11 +1,13 @@
 """The Loss contract: what a loss computes, and the checks at its boundary."""
 
+import functools as _functools
 import numbers as _numbers
 
 import numpy as _np
 from sklearn import base as _sklearn_base
 
 from sknet.autodiff import _recording
+from sknet.autodiff._variable import read_only as _read_only
 from sknet.backend import ACTIVATIONS as _ACTIVATIONS
 from sknet.backend import get_array_module as _get_array_module
 
@@ -72,6 +74,8 @@ class Loss(_sklearn_base.BaseEstimator):
             # The value defined here is the loss: its gradient follows from it,
             # not from a loss_and_gradient a base class wrote for another value.
             cls.loss_and_gradient = Loss.loss_and_gradient
+        if "check_target" in vars(cls) and not cls.__module__.startswith("sknet."):
+            cls.check_target = _read_only_targets(vars(cls)["check_target"])
 
     def output(self, Z):
         """Turn raw outputs into predictions, in place if you like; returns them.
@@ -160,7 +164,7 @@ class Loss(_sklearn_base.BaseEstimator):
         not an array of ``Z``'s kind and dtype. NaN and inf pass (the
         training loop reports a diverging loss).
         """
-        values, dZ = self._checked(self.loss_and_gradient(Z, Y), Z, Y)
+        values, dZ = self._checked_call(Z, Y)
         if sample_weight is None:
             loss = values.mean()
             dZ *= 1.0 / Z.shape[0]
@@ -171,6 +175,28 @@ class Loss(_sklearn_base.BaseEstimator):
             # one weight per sample, whatever the shape of its outputs
             dZ *= (sample_weight / sw_sum).reshape((-1,) + (1,) * (dZ.ndim - 1))
         return loss, dZ
+
+    def _checked_call(self, Z, Y):
+        """:meth:`loss_and_gradient` of ``Z`` and ``Y``, its result checked (:meth:`_checked`).
+
+        A loss written outside sknet gets ``Z`` and ``Y`` read-only (views on
+        NumPy, copies on CuPy): ``Z`` is what the last layer keeps for its
+        backward pass, ``Y`` may be the caller's ``y``, so writing into either
+        is a ValueError naming the loss.
+        """
+        if type(self).__module__.startswith("sknet."):
+            return self._checked(self.loss_and_gradient(Z, Y), Z, Y)
+        try:
+            result = self.loss_and_gradient(_read_only(Z), _read_only(Y))
+        except ValueError as exc:
+            if "read-only" not in str(exc):
+                raise
+            raise ValueError(
+                f"{type(self).__name__}.loss_and_gradient (or value) wrote into a read-only "
+                "array, most likely Z or Y: a loss must not change them (Z is the last layer's "
+                "output, which its backward needs; Y may be the caller's y); compute new arrays"
+            ) from exc
+        return self._checked(result, Z, Y)
 
     def _checked(self, result, Z, Y):
         """``(values, dZ)`` from :meth:`loss_and_gradient`, checked before anything uses them.
@@ -244,6 +270,24 @@ class Loss(_sklearn_base.BaseEstimator):
         state = dict(super().__getstate__())
         state.pop("_grad", None)
         return state
+
+
+def _read_only_targets(check_target):
+    """A user's ``check_target``, given ``Y`` read-only (it may be the caller's ``y``)."""
+
+    @_functools.wraps(check_target)
+    def run(self, Y):
+        try:
+            return check_target(self, _read_only(Y))
+        except ValueError as exc:
+            if "read-only" not in str(exc):
+                raise
+            raise ValueError(
+                f"{type(self).__name__}.check_target wrote into the targets Y, which it must "
+                "only read (they may be the caller's y)"
+            ) from exc
+
+    return run
 
 
 def _check_real(loss, name, ok, requirement):

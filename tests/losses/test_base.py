@@ -390,3 +390,82 @@ def test_a_regressor_refuses_a_classification_loss(loss, regression):
     with pytest.raises(ValueError, match="MLPRegressor is a regressor, but .* classification"):
         reg.fit(*regression)
     assert not hasattr(reg, "network_")
+
+
+class ValueOfData(Loss):
+    def value(self, Z, Y):
+        return ((ad.value(Z) - Y) ** 2).sum(axis=1)  # Z.data: not recorded
+
+
+def test_values_computed_without_recording_z_are_refused():
+    # Before: the gradient was silently zero and the network never trained.
+    with pytest.raises(TypeError, match="ValueOfData.value returned a plain ndarray"):
+        ValueOfData()(np.ones((4, 2)), np.zeros((4, 2)))
+
+
+class SubtractsInPlace(Loss):
+    """Writes into Y (``where`` says which of Z and Y)."""
+
+    def __init__(self, where="Y"):
+        self.where = where
+
+    def loss_and_gradient(self, Z, Y):
+        if self.where == "Y":
+            Y -= Z
+            return (Y**2).sum(axis=1) / 2, -Y
+        Z -= Y
+        return (Z**2).sum(axis=1) / 2, Z.copy()
+
+
+class ValueWritingY(Loss):
+    def value(self, Z, Y):
+        Y *= 2
+        return ad.sum((Z - Y) ** 2, axis=1)
+
+
+class CheckTargetWritingY(SquaredError):
+    def check_target(self, Y):
+        Y[:] = 0
+
+
+@pytest.mark.parametrize(
+    "loss", [SubtractsInPlace("Y"), SubtractsInPlace("Z"), ValueWritingY()], ids=repr
+)
+def test_a_loss_writing_into_z_or_y_is_named_and_the_callers_y_kept(loss):
+    # Before: an in-order regressor's Y was the caller's y, which the loss rewrote at
+    # every batch; writing Z corrupted the last layer's kept output.
+    rng = np.random.RandomState(0)
+    X = rng.rand(30, 3).astype(np.float32)
+    y = X.sum(axis=1)
+    y0 = y.copy()
+    model = MLPRegressor(hidden_layer_sizes=(4,), loss=loss, max_iter=2, shuffle=False)
+    with pytest.raises(ValueError, match=rf"{type(loss).__name__}\.loss_and_gradient \(or value"):
+        model.set_params(device="cpu", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(y, y0)
+
+
+def test_a_check_target_writing_into_y_is_named():
+    rng = np.random.RandomState(0)
+    X = rng.rand(30, 3).astype(np.float32)
+    y = X.sum(axis=1)
+    y0 = y.copy()
+    model = MLPRegressor(loss=CheckTargetWritingY(), max_iter=2, device="cpu")
+    with pytest.raises(
+        ValueError, match="CheckTargetWritingY.check_target wrote into the targets"
+    ):
+        model.fit(X, y)
+    np.testing.assert_array_equal(y, y0)
+
+
+def test_a_loss_reading_z_and_y_gets_no_copies():
+    seen = []
+
+    class Records(Loss):
+        def loss_and_gradient(self, Z, Y):
+            seen.extend([Z, Y])
+            return ((Z - Y) ** 2).sum(axis=1) / 2, Z - Y
+
+    Z, Y = np.ones((4, 2)), np.zeros((4, 2))
+    Records()(Z, Y)
+    assert np.shares_memory(seen[0], Z) and np.shares_memory(seen[1], Y)
+    assert not seen[0].flags.writeable and Z.flags.writeable
