@@ -196,14 +196,20 @@ def accuracy_rows(client, name, data, make, epochs, sync_values, seeds):
     return table
 
 
-def _time_allreduce(rank, peers, n_values, repeats, run):
-    """On a worker: the median seconds of a sum of ``n_values`` float32 over the replicas."""
+def _time_allreduce(fit_id, rank, peers, addresses, n_values, repeats, run):
+    """On a worker: the median seconds of a sum of ``n_values`` float32 over the replicas,
+    and the bytes one replica sends for one sum."""
     import distributed
 
     from sknet.backend import get_backend
-    from sknet.distributed._exchange import TcpExchange
+    from sknet.distributed._exchange import HostExchange
+    from sknet.distributed._state import state_of
 
-    exchange = TcpExchange("sknet-bench-allreduce", run, rank, peers, get_backend("cpu"))
+    worker = distributed.get_worker()
+    state = state_of(worker, fit_id)
+    exchange = HostExchange(
+        state, run, rank, peers, addresses, get_backend("cpu"), worker, lambda: True
+    )
     buffer = np.ones(n_values, dtype=np.float32)
     distributed.secede()  # waits for its peer
     seconds = []
@@ -214,24 +220,45 @@ def _time_allreduce(rank, peers, n_values, repeats, run):
             seconds.append(time.perf_counter() - start)
     finally:
         exchange.close()
-    return float(np.median(seconds[1:]))
+    return float(np.median(seconds[1:])), exchange.bytes_sent / repeats
 
 
-def allreduce_latency(client, sizes, repeats=50):
-    """The sum over two replicas, alone: the median seconds for each buffer size."""
-    from sknet.distributed._exchange import install
+def allreduce_latency(client, sizes, repeats=50, transport="sockets"):
+    """The sum over two replicas, alone: the median seconds and the bytes a replica sends,
+    for each buffer size."""
+    import secrets
+
+    from sknet.distributed._channel import settings
+    from sknet.distributed._state import install, uninstall
 
     peers = sorted(client.nthreads())
-    client.run(install)
+    fit_id = "bench-" + secrets.token_hex(8)
+    found = client.run(
+        install, fit_id, secrets.token_bytes(32), len(peers), transport, settings(), []
+    )
+    addresses = [found[p] for p in peers]
     times = {}
-    for run, n in enumerate(sizes):
-        futures = [
-            client.submit(
-                _time_allreduce, k, peers, n, repeats, run, workers=[peers[k]], pure=False
-            )
-            for k in range(len(peers))
-        ]
-        times[n] = max(f.result() for f in futures)
+    try:
+        for run, n in enumerate(sizes):
+            futures = [
+                client.submit(
+                    _time_allreduce,
+                    fit_id,
+                    k,
+                    peers,
+                    addresses,
+                    n,
+                    repeats,
+                    run,
+                    workers=[peers[k]],
+                    pure=False,
+                )
+                for k in range(len(peers))
+            ]
+            results = [f.result() for f in futures]
+            times[n] = (max(r[0] for r in results), results[0][1])
+    finally:
+        client.run(uninstall, fit_id)
     return times
 
 
@@ -340,12 +367,17 @@ def main(argv=None):
         latency = allreduce_latency(client, sizes)
         print(f"\nA sum over the 2 replicas, alone (median of 50), {name}:")
         for n, label in zip(sizes, ("10 values", "the gradient", "the averaged state")):
-            print(f"  {label:20} {4 * n / 1e6:6.2f} MB  {1e3 * latency[n]:6.2f} ms")
-        results["allreduce_seconds"] = {str(n): t for n, t in latency.items()}
+            seconds, nbytes = latency[n]
+            print(
+                f"  {label:20} {4 * n / 1e6:6.2f} MB  {1e3 * seconds:6.2f} ms  "
+                f"{nbytes:10.0f} bytes sent a sum"
+            )
+        results["allreduce_seconds"] = {str(n): t for n, (t, _) in latency.items()}
+        results["allreduce_bytes"] = {str(n): b for n, (_, b) in latency.items()}
         for value, model in models.items():
             figures = sync_figures(model)
             figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
-            figures["fixed_latency_s"] = latency[10]
+            figures["fixed_latency_s"] = latency[10][0]
             table, kept = cost_model(figures, value, len(X_train), batch_size)
             print_cost_model(value, table, kept)
             results["cost_model"][str(value)] = {

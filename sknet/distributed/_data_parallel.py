@@ -160,7 +160,10 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         dask-cuda every worker sees its own GPU as ``'cuda:0'``.
     client : distributed.Client or None, default=None
         The Dask client; ``None`` is the current one
-        (``distributed.get_client()``).
+        (``distributed.get_client()``). A handle, not a setting: ``clone``
+        gives the clone the same client, and a pickled ``DataParallel`` leaves
+        it out (unpickled, it uses the current client, or the one set with
+        ``set_params(client=...)``).
     sync_every : int or 'epoch', default='epoch'
         ``1``: after every batch the replicas add up their gradients and all
         take the same step, so the model is the one ``estimator.fit`` trains
@@ -375,6 +378,18 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         if driver.failure is not None:
             raise driver.failure
         return self
+
+    def __sklearn_clone__(self):
+        # The client is shared, not copied (a Client cannot be deep-copied): a clone,
+        # in cross_val_score or GridSearchCV, trains on the same cluster.
+        params = self.get_params(deep=False)
+        client = params.pop("client")
+        return type(self)(client=client, **{k: clone(v, safe=False) for k, v in params.items()})
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["client"] = None  # a connection, not a part of the model (see `client`)
+        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

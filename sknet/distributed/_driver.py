@@ -15,18 +15,20 @@ every replica; its shard goes to another worker and the epoch runs again from
 the driver's model, or the fit stops with :class:`WorkerLostError`.
 """
 
-import itertools
+import secrets
+import threading
 import time
 import types
 
 import numpy as np
 
-from sknet.distributed._exchange import RunAborted, abort, forget, install
-from sknet.distributed._nccl import forget as forget_communicators
+from sknet.distributed._channel import ChannelError, RunAborted
+from sknet.distributed._channel import settings as channel_settings
+from sknet.distributed._state import abort, install, uninstall
 from sknet.distributed._worker import (
     EpochPlan,
+    RunInfo,
     _dask_shard,
-    _forget,
     _run_epoch,
     layer_states,
     replica_state,
@@ -36,15 +38,23 @@ from sknet.engine._types import StopTraining
 
 #: Seconds between checks that the workers of a running epoch are alive.
 _POLL_SECONDS = 0.25
-#: Seconds between two looks at the futures of a running epoch.
-_TICK_SECONDS = 0.002
 #: How long to wait for a worker to run a lost shard on, in seconds.
 _WAIT_FOR_WORKER_SECONDS = 60.0
-#: Times one epoch may lose a worker before the fit gives up.
+#: Times one epoch may run again (a worker lost, or the replicas unable to finish).
 _MAX_RETRIES = 3
 #: How long a replica may have stopped (a peer unreachable) before the epoch runs again
 #: with no worker known to be lost, in seconds.
 _STOPPED_SECONDS = 10.0
+#: What must be open between the workers, by transport.
+OPEN_BETWEEN_WORKERS = {
+    "sockets": (
+        "each worker must accept TCP connections from the other workers on the port its "
+        "DataParallel channel listens on (a free port on the host of the worker's Dask "
+        "address, opened when a fit starts), as well as on the workers' Dask ports; or run "
+        "the cluster with TLS, and the arrays travel on the workers' Dask ports"
+    ),
+    "dask": "each worker must reach the other workers' Dask ports",
+}
 #: The estimator's parameters the workers need to make its optimizer.
 _OPTIMIZER_PARAMETERS = (
     "solver",
@@ -87,10 +97,38 @@ class _Shard:
         return self.stop - self.start
 
 
+class _Waiter:
+    """Wakes the driver when one of a run's futures is done: no polling of the futures."""
+
+    def __init__(self, futures):
+        self._event = threading.Event()
+        for future in futures:
+            future.add_done_callback(self._done)
+
+    def _done(self, _future):
+        self._event.set()
+
+    def wait(self, timeout):
+        self._event.wait(timeout)
+        self._event.clear()
+
+
+def _wait_for(futures, timeout=None):
+    """Wait until no future is pending, or ``timeout`` seconds (whichever client they have).
+
+    ``distributed.wait`` would use the default client, which need not be the fit's.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    waiter = _Waiter(futures)
+    while any(f.status == "pending" for f in futures):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        waiter.wait(left)
+
+
 class _Driver:
     """Runs each epoch's batches on the workers: the epoch runner of ``batches_run_by``."""
-
-    _ids = itertools.count()
 
     def __init__(self, client, distributed, estimator, inputs, workers, meta):
         self.client, self.distributed = client, distributed
@@ -100,19 +138,43 @@ class _Driver:
         self.sync_every = None if meta.sync_every == "epoch" else int(meta.sync_every)
         self.retry = meta.on_worker_loss == "retry"
         self.device = estimator.device
-        self.fit_id = f"sknet-dataparallel-{time.time_ns()}-{next(self._ids)}"
+        self.fit_id = secrets.token_hex(16)
+        self._secret = secrets.token_bytes(32)  # travels to the workers through Dask only
+        self.transport = _transport(client, workers)
         self.shards, self.devices = [], []
         self.history, self.epochs = [], []
         self.failure = None
         self._epoch = self._run = self._link = 0
         self._synced = None  # the model read back after the last epoch
         self._pending = {}
+        self._addresses = {}  # worker -> its channel's address ('sockets')
 
     # -- the epoch runner ---------------------------------------------------------
     def __call__(self, trainer, data, optimizer, *, batch_size, rows, w, sw_sums, on_batch):
+        self._epoch += 1
+        try:
+            return self._epoch_on_workers(trainer, data, optimizer, batch_size, rows, w, on_batch)
+        except StopTraining:
+            raise
+        except Exception as exc:
+            if self._client_running():
+                raise
+            self.failure = RuntimeError(
+                f"The Dask client was closed during epoch {self._epoch} of DataParallel.fit "
+                f"(status {self.client.status!r}); estimator_ holds the model of the last "
+                f"complete epoch (history_ has {len(self.estimator.history_)} epoch(s))."
+            )
+            self.failure.__cause__ = exc
+            raise StopTraining from exc
+
+    def _client_running(self):
+        return getattr(self.client, "status", "running") == "running"
+
+    def _epoch_on_workers(self, trainer, data, optimizer, batch_size, rows, w, on_batch):
+        if not self._client_running():
+            raise RuntimeError("the client is closed")
         if not self.shards:
             self._place(trainer, data)
-        self._epoch += 1
         started = time.perf_counter()
         # The model's first epoch synchronizes every batch, whatever sync_every: local
         # steps from the initial weights drift apart the most (the warm-up of post-local
@@ -125,7 +187,7 @@ class _Driver:
         push = self._synced is None or not _same_state(start, self._synced)
         retries, sent = 0, 0
         while True:
-            results, nbytes, lost = self._try_epoch(plans, start if push else None, start)
+            results, nbytes, lost, errors = self._try_epoch(plans, start if push else None, start)
             sent += nbytes
             if results is not None:
                 break
@@ -133,6 +195,8 @@ class _Driver:
                 if not self.retry or retries >= _MAX_RETRIES:
                     self._give_up([self.shards[k].worker for k in lost])
                 self._move(lost)
+            elif retries >= _MAX_RETRIES:  # no worker lost: the replicas cannot finish a run
+                self._unreachable(errors, retries + 1)
             retries += 1
             push = True  # every replica starts the epoch again from the driver's model
         state = results[0]["state"]
@@ -154,61 +218,48 @@ class _Driver:
         n = data.X.shape[0]
         k = min(len(self.workers), n)
         if self.inputs.dask_X is not None:
-            self._place_dask_blocks(k)
+            self.shards, self._dask_X = _dask_block_shards(
+                self.client, self.distributed, self.inputs, self.workers, k
+            )
         else:
             bounds = [round(i * n / k) for i in range(k + 1)]
             self.shards = [_Shard(i, bounds[i], bounds[i + 1], self.workers[i]) for i in range(k)]
         self._template = _template(self.estimator, trainer, self.device, self.mode)
         self._data = data
-        self.client.run(install, workers=sorted({s.worker for s in self.shards}))
         for shard in self.shards:
             self._put(shard, shard.worker)
 
-    def _place_dask_blocks(self, k):
-        """Contiguous groups of blocks, one a shard, each built where most of it lives."""
-        X = self.inputs.dask_X
-        if X.numblocks[1] > 1:
-            X = X.rechunk({1: -1})
-        if X.numblocks[0] < k:
-            X = X.rechunk({0: -(-X.shape[0] // k)})
-        X = self.client.persist(X)
-        keys = [key[0] for key in X.__dask_keys__()]
-        futures = {f.key: f for f in self.distributed.futures_of(X)}
-        _wait_for(list(futures.values()))
-        who_has = self.client.who_has(list(futures.values()))
-        edges = np.concatenate([[0], np.cumsum(X.chunks[0])])
-        n_global = int(edges[-1])
-        cuts = [int(np.argmin(np.abs(edges - i * n_global / k))) for i in range(k + 1)]
-        cuts = sorted(set(cuts))
-        rows = self.inputs.rows
-        free = list(self.workers)
-        for i in range(len(cuts) - 1):
-            lo, hi = int(edges[cuts[i]]), int(edges[cuts[i + 1]])
-            start, stop = np.searchsorted(rows, [lo, hi])
-            blocks = [futures[key] for key in keys[cuts[i] : cuts[i + 1]]]
-            held = {}
-            for block in blocks:
-                for worker in who_has.get(block.key, ()):
-                    held[worker] = held.get(worker, 0) + 1
-            worker = max(free, key=lambda w: (held.get(w, 0), -free.index(w)))
-            free.remove(worker)
-            shard = _Shard(len(self.shards), int(start), int(stop), worker)
-            shard.dask_blocks, shard.keep = blocks, rows[start:stop] - lo
-            self.shards.append(shard)
-        self._dask_X = X  # keeps the blocks (and their graph) alive
+    def _install(self, workers):
+        """The fit's state on ``workers`` (a lease on their shards' keys); their channels."""
+        workers = sorted(set(workers))
+        leases = {
+            w: [key for s in self.shards if s.worker == w for key in _keys((s.data, s.template))]
+            for w in workers
+        }
+        for worker in workers:
+            self._addresses[worker] = self.client.run(
+                install,
+                self.fit_id,
+                self._secret,
+                len(self.shards),
+                self.transport,
+                channel_settings(),
+                leases[worker],
+                workers=[worker],
+            )[worker]
 
     def _put(self, shard, worker):
         """The shard's rows and the replica's template on ``worker``, or another if it died."""
         for attempt in range(_MAX_RETRIES + 1):
             try:
-                return self._put_on(shard, worker)
+                self._put_on(shard, worker)
+                return self._install([worker])
             except Exception:
                 if worker in self.client.nthreads() or attempt == _MAX_RETRIES:
                     raise
                 if not self.retry:
                     self._give_up([worker])
-                worker = self._replacement(worker)
-                self.client.run(install, workers=[worker])
+                worker = self._replacement({worker})
 
     def _put_on(self, shard, worker):
         client, data = self.client, self._data
@@ -234,10 +285,12 @@ class _Driver:
 
     # -- one epoch ------------------------------------------------------------------
     def _try_epoch(self, plans, state, start):
-        """Run the epoch on every replica; their results, or None when it must run again."""
+        """Run the epoch on every replica: their results, or None, the lost shards and
+        the replicas' errors when it must run again."""
         self._run += 1
         client = self.client
         peers = [shard.worker for shard in self.shards]
+        addresses = [self._addresses.get(worker) for worker in peers]
         sent = sum(_nbytes(tuple(plan)) for plan in plans)
         payload = None
         if state is not None:  # once through the client; the other workers fetch it from there
@@ -249,11 +302,7 @@ class _Driver:
                 _run_epoch,
                 shard.data,
                 shard.template,
-                self.fit_id,
-                self._run,
-                self._link,
-                k,
-                peers,
+                RunInfo(self.fit_id, self._run, self._link, k, peers, addresses),
                 plans[k],
                 payload,
                 scalars,
@@ -264,48 +313,48 @@ class _Driver:
             )
             for k, shard in enumerate(self.shards)
         }
-        results, lost, stopped_at = {}, [], None
+        waiter = _Waiter(self._pending.values())
+        results, lost, errors, stopped_at = {}, [], {}, None
         while self._pending:
-            finished, lost, stopped = self._wait(self._pending)
+            finished, lost, stopped = self._wait(self._pending, waiter)
             results.update(finished)
-            for k in finished:
+            errors.update(stopped)
+            for k in [*finished, *stopped]:
                 del self._pending[k]
             if lost:
                 break
-            if stopped:  # a replica lost a peer: the scheduler will soon say which
+            if errors:  # a replica stopped: the scheduler may soon say which worker was lost
                 stopped_at = stopped_at or time.monotonic()
                 if time.monotonic() - stopped_at > _STOPPED_SECONDS:
                     break
-        if not self._pending:
-            return [results[k] for k in range(len(self.shards))], sent, []
+        if not errors and not lost:
+            return [results[k] for k in range(len(self.shards))], sent, [], {}
         self._stop_run()
         alive = set(client.nthreads())  # workers that died together are all known by now
         lost = sorted(set(lost) | {k for k, s in enumerate(self.shards) if s.worker not in alive})
-        return None, sent, lost
+        return None, sent, lost, errors
 
     def _move(self, lost):
         """Each lost shard, with its rows and template, to another worker."""
+        dead = {self.shards[k].worker for k in lost}
         for k in lost:
-            self._put(self.shards[k], self._replacement(self.shards[k].worker))
-        self.client.run(install, workers=sorted({self.shards[k].worker for k in lost}))
+            self._put(self.shards[k], self._replacement(dead))
 
-    def _wait(self, pending):
-        """Results that came back, shards whose worker died, and whether a replica stopped."""
-        if self.client.status != "running":
-            raise RuntimeError(
-                f"The Dask client was closed during DataParallel.fit (status "
-                f"{self.client.status!r}); estimator_ holds the model of the last epoch."
-            )
-        _wait_for(list(pending.values()), _POLL_SECONDS)  # the epoch's end, a loss or an error
+    def _wait(self, pending, waiter):
+        """Results that came back, shards whose worker died, and the replicas that stopped
+        (with their errors)."""
+        if not self._client_running():
+            raise RuntimeError("the client is closed")
+        waiter.wait(_POLL_SECONDS)  # the epoch's end, a loss or an error, or a look at the workers
         alive = set(self.client.nthreads())
-        finished, gone, stopped = {}, [], False
+        finished, gone, stopped = {}, [], {}
         for k, future in pending.items():
             if future.status == "finished":
                 finished[k] = future.result()
                 continue
             error = future.exception() if future.status == "error" else None
             if isinstance(error, RunAborted):
-                stopped = True  # a peer was lost: that one is in `gone`
+                stopped[k] = error  # a peer lost (then in `gone` soon) or unreachable
             elif error is not None and not self._is_worker_loss(error):
                 self._stop_run()  # the other replicas wait for this one: stop them first
                 raise error  # a real error (bad data, a bug)
@@ -322,6 +371,7 @@ class _Driver:
         workers = sorted({s.worker for s in self.shards} & set(client.nthreads()))
         client.run(abort, self.fit_id, self._run, workers=workers, on_error="ignore")
         deadline = time.monotonic() + _WAIT_FOR_WORKER_SECONDS
+        waiter = _Waiter(futures.values())
         while time.monotonic() < deadline:
             alive = set(client.nthreads())
             running = [
@@ -331,7 +381,7 @@ class _Driver:
             ]
             if not running:
                 break
-            _wait_for(running, _POLL_SECONDS)
+            waiter.wait(_POLL_SECONDS)
         client.cancel(list(futures.values()))
         self._pending = {}
 
@@ -340,16 +390,17 @@ class _Driver:
         return isinstance(exc, (distributed.KilledWorker, distributed.comm.CommClosedError))
 
     def _replacement(self, dead):
-        """A live worker for a lost shard: one holding no shard if possible."""
+        """A live worker for a lost shard (none of the ``dead``): one holding no shard if
+        possible."""
         deadline = time.monotonic() + _WAIT_FOR_WORKER_SECONDS
         while True:
-            alive = sorted(set(self.client.nthreads()) - {dead})
+            alive = sorted(set(self.client.nthreads()) - set(dead))
             if alive:
                 load = {w: sum(s.worker == w for s in self.shards) for w in alive}
                 return min(alive, key=lambda w: (load[w], alive.index(w)))
             if time.monotonic() > deadline:
-                self._give_up([dead])
-            time.sleep(_POLL_SECONDS)
+                self._give_up(sorted(dead))
+            time.sleep(_POLL_SECONDS)  # a nanny restarting a worker
 
     def _give_up(self, lost):
         names = ", ".join(sorted(set(lost)))
@@ -366,18 +417,29 @@ class _Driver:
         )
         raise StopTraining
 
+    def _unreachable(self, errors, runs):
+        """The replicas could not finish a run, with no worker lost: a ConnectionError."""
+        reasons = [str(e) for e in errors.values() if isinstance(e, ChannelError)]
+        reasons = reasons or [str(e) for e in errors.values()]
+        self.failure = ConnectionError(
+            f"The replicas of DataParallel.fit could not complete epoch {self._epoch} in "
+            f"{runs} run(s), with every worker alive: {'; '.join(sorted(set(reasons)))}. "
+            f"Between the workers, {OPEN_BETWEEN_WORKERS[self.transport]}. estimator_ holds "
+            f"the model of the last complete epoch (history_ has "
+            f"{len(self.estimator.history_)} epoch(s))."
+        )
+        raise StopTraining
+
     def close(self):
-        """Stop what still runs and forget the shards and replicas (the workers free them)."""
+        """Stop what still runs and release the fit's state on the workers."""
         futures = [f for s in self.shards for f in (s.data, s.template) if f is not None]
         futures += list(self._pending.values())
-        if futures and self.client.status == "running":
+        if futures and self._client_running():
             workers = list(self.client.nthreads())
             for step in (
                 lambda: self.client.run(abort, self.fit_id, self._run, workers=workers),
                 lambda: self.client.cancel(futures),
-                lambda: self.client.run(_forget, self.fit_id, workers=workers),
-                lambda: self.client.run(forget, self.fit_id, workers=workers),
-                lambda: self.client.run(forget_communicators, self.fit_id, workers=workers),
+                lambda: self.client.run(uninstall, self.fit_id, workers=workers),
             ):
                 try:
                     step()
@@ -386,16 +448,54 @@ class _Driver:
         self._data = self._dask_X = None
 
 
-def _wait_for(futures, timeout=None):
-    """Wait until no future is pending, or ``timeout`` seconds (whichever client they have).
+def _keys(futures):
+    """The keys of the futures in ``futures`` (nested tuples: a scattered tuple's)."""
+    if isinstance(futures, (tuple, list)):
+        return [key for f in futures for key in _keys(f)]
+    return [] if futures is None else [futures.key]
 
-    ``distributed.wait`` would use the default client, which need not be the fit's.
-    """
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while any(f.status == "pending" for f in futures):
-        if deadline is not None and time.monotonic() > deadline:
-            return
-        time.sleep(_TICK_SECONDS)
+
+def _transport(client, workers):
+    """``'sockets'`` between plain ``tcp://`` workers, else Dask's comms (TLS, in-process)."""
+    security = getattr(client, "security", None)
+    encrypted = bool(getattr(security, "require_encryption", False))
+    plain = all(w.startswith("tcp://") for w in workers)
+    return "sockets" if plain and not encrypted else "dask"
+
+
+def _dask_block_shards(client, distributed, inputs, workers, k):
+    """Contiguous groups of a Dask X's blocks, one a shard, each where most of it lives."""
+    X = inputs.dask_X
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    if X.numblocks[0] < k:
+        X = X.rechunk({0: -(-X.shape[0] // k)})
+    X = client.persist(X)
+    keys = [key[0] for key in X.__dask_keys__()]
+    futures = {f.key: f for f in distributed.futures_of(X)}
+    _wait_for(list(futures.values()))
+    who_has = client.who_has(list(futures.values()))
+    edges = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    n_global = int(edges[-1])
+    cuts = [int(np.argmin(np.abs(edges - i * n_global / k))) for i in range(k + 1)]
+    cuts = sorted(set(cuts))
+    rows = inputs.rows
+    free = list(workers)
+    shards = []
+    for i in range(len(cuts) - 1):
+        lo, hi = int(edges[cuts[i]]), int(edges[cuts[i + 1]])
+        start, stop = np.searchsorted(rows, [lo, hi])
+        blocks = [futures[key] for key in keys[cuts[i] : cuts[i + 1]]]
+        held = {}
+        for block in blocks:
+            for worker in who_has.get(block.key, ()):
+                held[worker] = held.get(worker, 0) + 1
+        worker = max(free, key=lambda w: (held.get(w, 0), -free.index(w)))
+        free.remove(worker)
+        shard = _Shard(len(shards), int(start), int(stop), worker)
+        shard.dask_blocks, shard.keep = blocks, rows[start:stop] - lo
+        shards.append(shard)
+    return shards, X  # X keeps the blocks (and their graph) alive
 
 
 def _load(trainer, optimizer, state):

@@ -1,65 +1,49 @@
 """How the replicas of a fit add up their arrays, worker to worker.
 
-The replicas never send their arrays to the client. Each Dask worker of a fit
-gets one more handler on its own server (:func:`install`, as Dask's P2P
-shuffle adds its ``shuffle_receive``): a message from a peer lands in this
-process's mailbox, where the replica waiting for it picks it up. Through
-these messages the replicas of an epoch's run tell each other the address of
-a listening socket, and connect (:class:`_Channels`): the arrays then go
-socket to socket, from one replica's buffer into the other's, with no
-pickling and no event loop in between. (On a cluster whose comms are not
-plain ``tcp://``, TLS for one, the arrays keep to Dask's messages.)
-
-A sum over the replicas (:meth:`TcpExchange.allreduce`) is a reduce-scatter
-followed by an all-gather: the buffer is cut into one chunk per replica;
-every replica sends chunk ``j`` to replica ``j``, which adds the chunks it got
-in replica order (in float64) and sends the sum back to every other replica.
-Each replica sends and receives ``2 (K - 1) / K`` times the buffer, whatever
-the number ``K`` of replicas, in two rounds; every chunk is added up once, by
-one replica, so all replicas end with the same bits. Two replicas, or small
+The replicas never send their arrays to the client. A sum over the replicas
+(:meth:`HostExchange.allreduce`) is a reduce-scatter followed by an
+all-gather: the buffer is cut into one chunk per replica; every replica sends
+chunk ``j`` to replica ``j``, which adds the chunks it got in replica order
+(in float64) and sends the sum back to every other replica. Each replica
+sends and receives ``2 (K - 1) / K`` times the buffer, whatever the number
+``K`` of replicas, in two rounds; every chunk is added up once, by one
+replica, so all replicas end with the same bits. Two replicas, or small
 buffers, take one round instead: each replica sends its whole buffer to the
-others and adds them all up in replica order.
+others and adds them all up in replica order. What a replica adds up is
+always a copy that no other replica writes.
 
-Code here runs on the workers, inside a Dask worker process: it reaches Dask
-through the worker object Dask hands to :func:`install` and through the
-``distributed`` module that process has loaded (:func:`_distributed`),
-without an import of its own.
+The arrays travel one of two ways, the same for every replica of a fit:
+
+- ``'sockets'`` (a plain ``tcp://`` cluster): over the authenticated direct
+  channels of :mod:`~sknet.distributed._channel`, straight from one
+  replica's buffer into a new array of the other's, with no pickling and no
+  event loop in between;
+- ``'dask'`` (a cluster with TLS, in-process ``inproc://`` workers, any other
+  comms): as messages between the workers' Dask servers, so under the
+  cluster's own ``Security``; each carries the fit, the run, both ranks and an
+  HMAC under the fit's secret, and the sender sends a copy (in-process comms
+  pass objects by reference).
+
+Code here runs on the workers, inside a Dask worker process.
 """
 
 import asyncio
 import contextlib
-import socket
-import struct
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: The worker handler that receives the replicas' messages.
-HANDLER = "sknet_dataparallel_deliver"
-#: Seconds between two checks, while waiting for peers, that the run is still wanted.
-_TICK = 0.2
+from sknet.distributed._channel import ChannelError, RunAborted, connect
+from sknet.distributed._state import HANDLER, message_tag
+
+__all__ = ["HostExchange", "RunAborted", "ChannelError"]
+
 #: Up to this many bytes sent by each replica, a sum takes one round of messages, not two.
 _ONE_ROUND_BYTES = 1 << 20
-#: Seconds to connect to a peer replica's channel.
-_CONNECT_SECONDS = 30.0
-
-_MAIL = threading.Condition()
-#: Messages received and not yet taken: ``{(fit_id, key): message}``.
-_MAILBOX = {}
-#: The last aborted run of each fit: messages of runs up to it are dropped.
-_ABORTED = {}
-#: This process's Dask workers (one per process, or several in a threaded cluster).
-_WORKERS = {}
-#: The open channels of this process's replicas, by (fit id, link, rank): kept from one
-#: epoch to the next while the driver's runs succeed.
-_CHANNELS = {}
-
-
-class RunAborted(RuntimeError):
-    """The run of an epoch on the replicas was stopped: a peer was lost or the driver asked."""
+#: Seconds between two checks, while waiting for peers, that the run is still wanted.
+_TICK = 0.2
 
 
 def _distributed():
@@ -67,65 +51,26 @@ def _distributed():
     return sys.modules["distributed"]
 
 
-async def _deliver(fit_id=None, key=None, message=None):
-    """Handler on a worker's event loop: file a peer's message for the replica it is for."""
-    with _MAIL:
-        if key[0] > _ABORTED.get(fit_id, -1):
-            _MAILBOX[(fit_id, key)] = message
-            _MAIL.notify_all()
-    return "OK"
-
-
-def install(dask_worker=None):
-    """Give this worker the handler of the replicas' messages (run by ``client.run``)."""
-    dask_worker.handlers[HANDLER] = _deliver
-    _WORKERS[dask_worker.address] = dask_worker
-    return dask_worker.address
-
-
-def abort(fit_id, run):
-    """Stop the replicas of ``fit_id`` that wait in run ``run`` or an earlier one.
-
-    Their channels close too: the driver's next run comes with a new ``link``.
-    """
-    with _MAIL:
-        _ABORTED[fit_id] = max(run, _ABORTED.get(fit_id, -1))
-        for key in [key for key in _MAILBOX if key[0] == fit_id and key[1][0] <= run]:
-            del _MAILBOX[key]
-        _MAIL.notify_all()
-    _close_channels(fit_id)
-
-
-def forget(fit_id):
-    """Drop the messages, channels and abort marks of a fit that ended."""
-    with _MAIL:
-        for key in [key for key in _MAILBOX if key[0] == fit_id]:
-            del _MAILBOX[key]
-        _ABORTED.pop(fit_id, None)
-        _MAIL.notify_all()
-    _close_channels(fit_id)
-
-
-def _close_channels(fit_id):
-    for key in [key for key in _CHANNELS if key[0] == fit_id]:
-        _CHANNELS.pop(key).close()
-
-
-class TcpExchange:
+class HostExchange:
     """Sums of host arrays over the replicas of one run, worker to worker.
 
     Parameters
     ----------
-    fit_id : str
+    state : FitState
+        The fit's state on this worker (:mod:`~sknet.distributed._state`).
     run : int
         The driver's count of epoch runs: messages of an aborted run never
         mix with those of its retry.
     rank : int
         This replica's shard.
     peers : list of str
-        The address of the worker holding each shard's replica, by shard.
+        The Dask address of the worker holding each shard's replica, by shard.
+    addresses : list of tuple or None
+        Each shard's worker's channel address (``'sockets'``), by shard.
     backend : Backend
         The replica's: arrays come to the host through it.
+    worker : distributed.Worker
+        This replica's worker.
     still_wanted : callable
         Returns False when the driver no longer waits for this run.
     link : int
@@ -133,18 +78,18 @@ class TcpExchange:
         the channels the first of them opened.
     """
 
-    def __init__(self, fit_id, run, rank, peers, backend, still_wanted=lambda: True, link=0):
-        self.fit_id, self.run, self.rank = fit_id, run, rank
-        self.link = link
-        self.backend = backend
-        self.peers = list(peers)
+    def __init__(self, state, run, rank, peers, addresses, backend, worker, still_wanted, link=0):
+        self.state, self.run, self.rank, self.link = state, run, rank, link
+        self.fit_id = state.fit_id
+        self.peers, self.addresses = list(peers), addresses
         self.size = len(self.peers)
+        self.backend, self._worker = backend, worker
         self.still_wanted = still_wanted
         self.bytes_sent = 0
         self._checked = time.monotonic()
-        self._worker = _WORKERS[self.peers[rank]]
         self._channels = None
 
+    # -- buffers ------------------------------------------------------------------------
     def buffer(self, n, dtype):
         """An empty buffer of ``n`` values for :meth:`allreduce` (on the host)."""
         return np.empty(n, dtype=dtype)
@@ -162,11 +107,33 @@ class TcpExchange:
         """The values ``start:start + size`` of ``buffer`` (to copy back with ``asarray``)."""
         return buffer[start : start + size]
 
+    # -- the run ------------------------------------------------------------------------
     def check(self):
         """Raise :class:`RunAborted` if the driver stopped this run."""
         if self._aborted():
             raise RunAborted("the driver stopped this run")
 
+    def _aborted(self):
+        """Whether the driver stopped this run or no longer waits for it."""
+        state = self.state
+        if state.released or self.run <= state.aborted:
+            return True
+        now = time.monotonic()
+        if now - self._checked < 1.0:
+            return False
+        self._checked = now
+        return not self.still_wanted()
+
+    @property
+    def kind(self):
+        """How the arrays travel: ``'sockets'``, ``'dask'`` messages, ``'none'`` (one replica)."""
+        return "none" if self.size == 1 else self.state.transport
+
+    def close(self):
+        """The end of the run: the channels stay open for the next one."""
+        self._channels = None
+
+    # -- sums -----------------------------------------------------------------------------
     def allreduce(self, step, buffer):
         """Replace ``buffer`` (1-D host array) by its sum over the replicas, in place.
 
@@ -201,208 +168,170 @@ class TcpExchange:
         return buffer
 
     def _swap(self, step, phase, outgoing, like, into=None):
-        """Send ``outgoing[j]`` to each replica ``j``; what each sent back, by replica.
+        """Send ``outgoing[j]`` to each replica ``j``; what each sent back (new arrays).
 
         Each incoming array has ``like``'s shape and dtype (or ``into[j]``'s).
-        Through the direct channels when the replicas have them, else as
-        messages through the workers' Dask servers.
         """
         shapes = {j: (like if into is None else into[j]) for j in outgoing}
-        channels = self._direct_channels()
-        if channels is not None:
-            received = channels.swap(outgoing, shapes, self._aborted)
+        if self.state.transport == "sockets":
+            channels = self._direct_channels()
+            received, sent = channels.swap(self.run, outgoing, shapes, self._stopped)
         else:
-            me = self.rank
-            self._send([(j, (self.run, step, phase, me, j), a) for j, a in outgoing.items()])
-            keys = [(self.run, step, phase, j, me) for j in outgoing]
-            received = dict(zip(outgoing, self._receive(keys)))
-        self.bytes_sent += sum(int(a.nbytes) for a in outgoing.values())
+            key = (self.run, step, phase)
+            self._send([(j, key, np.array(a, copy=True)) for j, a in outgoing.items()])
+            received = self._receive(key, shapes)
+            sent = sum(int(a.nbytes) for a in outgoing.values())
+        self.bytes_sent += sent
         return received
 
-    @property
-    def kind(self):
-        """How the arrays travel: ``'sockets'``, ``'dask'`` messages, ``'none'`` (one replica)."""
-        if self.size == 1:
-            return "none"
-        return "sockets" if self._direct_allowed() else "dask"
+    def _stopped(self):
+        """Raise :class:`RunAborted` if the run is no longer wanted (for the channels' reads)."""
+        if self._aborted():
+            raise RunAborted("the driver stopped this run")
 
-    def _direct_allowed(self):
-        return all(p.startswith("tcp://") for p in self.peers)
-
+    # -- the 'sockets' transport ------------------------------------------------------
     def _direct_channels(self):
-        """The sockets to the other replicas (None on a TLS cluster: Dask's comms)."""
-        if self._channels is None and self._direct_allowed():
-            key = (self.fit_id, self.link, self.rank)
-            channels = _CHANNELS.get(key)
-            if channels is None or not channels.sockets:
-                channels = _CHANNELS[key] = _Channels(self)
+        """This replica's connections to the others (opened once a link, kept)."""
+        if self._channels is None:
+            key = (self.link, self.rank)
+            state = self.state
+            with state.lock:
+                channels = state.channels.get(key)
+            if channels is None or channels.closed:
+                channels = _Channels(self)
+                with state.lock:
+                    if state.released or self.run <= state.aborted:
+                        channels.close()
+                        raise RunAborted("the driver stopped this run")
+                    state.channels[key] = channels
             self._channels = channels
         return self._channels
 
-    def close(self):
-        """The end of the run: the channels stay open for the next one."""
-        self._channels = None
-
+    # -- the 'dask' transport ---------------------------------------------------------
     def _send(self, messages):
-        distributed = _distributed()
-        worker = self._worker
+        distributed, worker, state = _distributed(), self._worker, self.state
         to_serialize = distributed.protocol.to_serialize
+        me = self.rank
 
         async def send_all():
             await asyncio.gather(
                 *(
                     getattr(worker.rpc(self.peers[j]), HANDLER)(
-                        fit_id=self.fit_id, key=key, message=to_serialize(message)
+                        fit_id=self.fit_id,
+                        key=key,
+                        sender=me,
+                        receiver=j,
+                        message=to_serialize(array),
+                        tag=message_tag(
+                            state.secret, self.fit_id, key, me, j, array.shape, array.dtype
+                        ),
                     )
-                    for j, key, message in messages
+                    for j, key, array in messages
                 )
             )
 
         future = asyncio.run_coroutine_threadsafe(send_all(), worker.loop.asyncio_loop)
+        deadline = time.monotonic() + state.settings.read_seconds
         while True:
             try:
                 future.result(timeout=_TICK)
-                break
+                return
             except TimeoutError:  # a peer slow to answer: still wanted?
-                if self._aborted():
+                if self._aborted() or time.monotonic() > deadline:
                     future.cancel()
-                    raise RunAborted("the driver stopped this run") from None
+                    if self._aborted():
+                        raise RunAborted("the driver stopped this run") from None
+                    raise ChannelError(
+                        "a peer replica took no message within the deadline"
+                    ) from None
             except Exception as exc:  # noqa: BLE001 (a peer's worker died or closed)
                 raise RunAborted(f"a peer replica could not be reached: {exc!r}") from exc
 
-    def _receive(self, keys):
-        wanted = [(self.fit_id, key) for key in keys]
-        with _MAIL:
-            while True:
-                if all(key in _MAILBOX for key in wanted):
-                    return [_MAILBOX.pop(key) for key in wanted]
+    def _receive(self, key, shapes):
+        """The arrays the peers sent for ``key``, each checked against ``shapes[j]``."""
+        state, me = self.state, self.rank
+        wanted = {j: (*key, j, me) for j in shapes}
+        deadline = time.monotonic() + state.settings.read_seconds
+        with state.lock:
+            while not all(k in state.mailbox for k in wanted.values()):
                 if self._aborted():
                     raise RunAborted("the driver stopped this run")
-                _MAIL.wait(_TICK)
-
-    def _aborted(self):
-        """Whether the driver stopped this run or no longer waits for it."""
-        if self.run <= _ABORTED.get(self.fit_id, -1):
-            return True
-        now = time.monotonic()
-        if now - self._checked < 1.0:
-            return False
-        self._checked = now
-        return not self.still_wanted()
+                if time.monotonic() > deadline:
+                    raise ChannelError(f"no message for {key} within the deadline")
+                state.lock.wait(_TICK)
+            received = {j: state.mailbox.pop(k) for j, k in wanted.items()}
+        for j, array in received.items():
+            like = shapes[j]
+            if not isinstance(array, np.ndarray) or (array.shape, array.dtype) != (
+                like.shape,
+                like.dtype,
+            ):
+                raise ChannelError(f"replica {j} sent a message of another kind for {key}")
+        return received
 
 
 class _Channels:
-    """Direct TCP connections from one replica to every other of a run.
+    """A replica's authenticated connections to every other replica of a link.
 
-    Dask's comms carry each replica's address (a listening socket on its
-    worker's host); the buffers then go socket to socket, straight from one
-    replica's array into the other's (no pickling, no event loop): the
-    latency of a synchronization is the network's. A pair talks in the order
-    both run their sums, each message headed by its number and size.
+    It connects to the lower ranks and takes the higher ranks' connections
+    from its worker's listener; a pair then talks in the order both run their
+    sums.
     """
 
-    _HEADER = struct.Struct("<qq")
-
     def __init__(self, exchange):
-        me, size = exchange.rank, exchange.size
-        others = [j for j in range(size) if j != me]
-        host = exchange.peers[me].split("://", 1)[1].rsplit(":", 1)[0]
-        listener = socket.create_server((host, 0))
-        listener.settimeout(_TICK)
-        self.sockets, self.sent, self.received = {}, 0, 0
+        me, state = exchange.rank, exchange.state
+        self.connections, self.closed = {}, False
         try:
-            address = (host, listener.getsockname()[1])
-            run = exchange.run
-            exchange._send([(j, (run, "channels", me, j), address) for j in others])
-            addresses = exchange._receive([(run, "channels", j, me) for j in others])
-            for j, peer in zip(others, addresses):
-                if j < me:  # connect to the lower ranks, accept the higher ones
-                    sock = socket.create_connection(tuple(peer), timeout=_CONNECT_SECONDS)
-                    sock.sendall(struct.pack("<q", me))
-                    self._keep(j, sock)
-            while len(self.sockets) < len(others):
-                try:
-                    sock, _ = listener.accept()
-                except TimeoutError:
-                    exchange.check()
-                    continue
-                sock.settimeout(_CONNECT_SECONDS)
-                (j,) = struct.unpack("<q", self._read(sock, bytearray(8)))
-                self._keep(j, sock)
+            for j in range(me):  # connect to the lower ranks
+                self.connections[j] = connect(
+                    exchange.addresses[j],
+                    state.fit_id,
+                    state.secret,
+                    exchange.link,
+                    me,
+                    j,
+                    state.settings,
+                    exchange._stopped,
+                )
+            for j in range(me + 1, exchange.size):  # and take the higher ones'
+                self.connections[j] = state.listener.take(exchange.link, j, me, exchange._stopped)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, ChannelError):
+                worker = exchange.peers[me]
+                raise ChannelError(f"{exc} (replica {me} on worker {worker})") from exc
+            raise
+        others = max(exchange.size - 1, 1)
+        self._pool = ThreadPoolExecutor(others, thread_name_prefix="sknet-send")
+
+    def swap(self, run, outgoing, shapes, stopped):
+        """Send each ``outgoing[j]`` to ``j`` while receiving ``j``'s (like ``shapes[j]``).
+
+        Returns what came, by replica, and the bytes sent (headers included);
+        ``stopped()`` raises when the run is no longer wanted.
+        """
+        try:
+            sends = [
+                self._pool.submit(self.connections[j].send, run, a, stopped)
+                for j, a in outgoing.items()
+            ]
+            received = {
+                j: self.connections[j].receive(run, like, stopped) for j, like in shapes.items()
+            }
+            sent = sum(send.result() for send in sends)
         except (OSError, RunAborted) as exc:
             self.close()
             if isinstance(exc, RunAborted):
                 raise
-            raise RunAborted(f"a peer replica could not be reached: {exc!r}") from exc
-        finally:
-            listener.close()
-        self._pool = ThreadPoolExecutor(len(others), thread_name_prefix="sknet-send")
-
-    def _keep(self, j, sock):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(_TICK)
-        self.sockets[j] = sock
-
-    def swap(self, outgoing, shapes, aborted):
-        """Send each ``outgoing[j]`` to ``j`` while receiving ``j``'s (like ``shapes[j]``)."""
-        number = self.sent
-        self.sent += 1
-        sends = [
-            self._pool.submit(self._write, j, number, a, aborted) for j, a in outgoing.items()
-        ]
-        try:
-            received = {}
-            for j, like in shapes.items():
-                header = self._read(self.sockets[j], bytearray(self._HEADER.size), aborted)
-                got, nbytes = self._HEADER.unpack(header)
-                out = np.empty(like.shape, dtype=like.dtype)
-                if got != number or nbytes != out.nbytes:
-                    raise RunAborted(f"replica {j} is out of step ({got}, {nbytes} bytes)")
-                self._read(self.sockets[j], memoryview(out).cast("B"), aborted)
-                received[j] = out
-            for send in sends:
-                send.result()
-        except (OSError, RunAborted) as exc:
-            self.close()
-            if isinstance(exc, RunAborted):
-                raise
-            raise RunAborted(f"a peer replica could not be reached: {exc!r}") from exc
-        return received
-
-    def _write(self, j, number, array, aborted):
-        sock = self.sockets[j]
-        data = memoryview(np.ascontiguousarray(array)).cast("B")
-        for view in (memoryview(self._HEADER.pack(number, data.nbytes)), data):
-            sent = 0
-            while sent < len(view):
-                try:
-                    sent += sock.send(view[sent:])
-                except TimeoutError:
-                    if aborted():
-                        raise RunAborted("the driver stopped this run") from None
-
-    @staticmethod
-    def _read(sock, view, aborted=None):
-        """Fill ``view`` from ``sock``; RunAborted if the peer closed or the run stopped."""
-        view = memoryview(view)
-        got = 0
-        while got < len(view):
-            try:
-                n = sock.recv_into(view[got:])
-            except TimeoutError:
-                if aborted is not None and aborted():
-                    raise RunAborted("the driver stopped this run") from None
-                continue
-            if n == 0:
-                raise RunAborted("a peer replica closed its channel")
-            got += n
-        return view
+            raise ChannelError(f"a peer replica could not be reached: {exc!r}") from exc
+        return received, sent
 
     def close(self):
-        for sock in self.sockets.values():
+        self.closed = True
+        for connection in self.connections.values():
             with contextlib.suppress(OSError):
-                sock.close()
-        self.sockets = {}
+                connection.close()
+        self.connections = {}
         pool = self.__dict__.get("_pool")
         if pool is not None:
             pool.shutdown(wait=False)

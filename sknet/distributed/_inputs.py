@@ -90,17 +90,3 @@ def _validation_rows(estimator, y):
             "or the size of your dataset."
         )
     return np.sort(train), np.sort(val)
-
-
-class _Shard:
-    """Rows ``[start, stop)`` of the driver's estimator, on one worker."""
-
-    def __init__(self, index, start, stop, worker):
-        self.index, self.start, self.stop = index, start, stop
-        self.worker = worker
-        self.data = self.template = None  # futures on the worker
-        self.dask_blocks = self.keep = None  # Dask input: which blocks, which of their rows
-
-    @property
-    def n_rows(self):
-        return self.stop - self.start

@@ -16,17 +16,18 @@ leaves its peers blocked in NCCL, which the driver's stop cannot interrupt
 
 import numpy as np
 
-#: The communicators of this process, by (fit id, the replicas' workers, rank).
-_COMMUNICATORS = {}
-
 
 def _nccl_module(backend):
     """CuPy's NCCL bindings when ``backend`` is a CUDA one that has them, else None."""
     return backend.nccl()
 
 
-def collective(exchange, backend, fit_id):
-    """``exchange`` itself, or an :class:`NcclExchange` over it when every replica can."""
+def collective(exchange, backend, communicators):
+    """``exchange`` itself, or an :class:`NcclExchange` over it when every replica can.
+
+    ``communicators``: the fit's on this worker (its state's), by the
+    replicas' workers and rank.
+    """
     if exchange.size == 1:
         return exchange
     nccl = _nccl_module(backend)
@@ -34,8 +35,8 @@ def collective(exchange, backend, fit_id):
     exchange.allreduce(("nccl", "vote"), vote)
     if vote[0] != exchange.size:
         return exchange
-    key = (fit_id, tuple(exchange.peers), exchange.rank)
-    communicator = _COMMUNICATORS.get(key)
+    key = (tuple(exchange.peers), exchange.rank)
+    communicator = communicators.get(key)
     if communicator is None:
         uid = np.zeros(128, dtype=np.float64)  # rank 0's id, zeros elsewhere: the sum is the id
         if exchange.rank == 0:
@@ -44,15 +45,15 @@ def collective(exchange, backend, fit_id):
         unique_id = tuple(int(b) for b in uid)
         with backend.device_context():
             communicator = nccl.NcclCommunicator(exchange.size, unique_id, exchange.rank)
-        _COMMUNICATORS[key] = communicator
+        communicators[key] = communicator
     return NcclExchange(exchange, backend, nccl, communicator)
 
 
-def forget(fit_id):
+def release(communicators):
     """Drop the communicators of a fit that ended (abort: a peer may be gone)."""
-    for key in [key for key in _COMMUNICATORS if key[0] == fit_id]:
-        communicator = _COMMUNICATORS.pop(key)
+    for communicator in communicators.values():
         getattr(communicator, "abort", communicator.destroy)()
+    communicators.clear()
 
 
 class NcclExchange:

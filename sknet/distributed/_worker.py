@@ -38,8 +38,9 @@ import numpy as np
 from sklearn.utils import check_array
 
 from sknet.backend import get_backend
-from sknet.distributed._exchange import TcpExchange, _distributed
+from sknet.distributed._exchange import HostExchange, _distributed
 from sknet.distributed._nccl import collective
+from sknet.distributed._state import state_of
 from sknet.engine._optimizers import make_optimizer
 from sknet.engine._trainer import Trainer
 from sknet.engine._types import BackendData
@@ -58,10 +59,29 @@ EpochPlan = collections.namedtuple(
 #: Columns of the per-synchronization records a replica returns.
 RECORD_FIELDS = ("batches", "rows", "compute", "arrive", "done", "bytes")
 
+#: What a replica's epoch runs in: the fit, the driver's counts of runs and of failed
+#: runs (``link``), this replica's rank, every rank's worker and channel address.
+RunInfo = collections.namedtuple("RunInfo", "fit_id run link rank peers addresses")
+
 
 def layer_states(network):
     """The network's non-trained arrays (running statistics), live."""
     return network.weights()[len(network.params()) :]
+
+
+def changing_states(network):
+    """The running statistics that training changes: not those of frozen layers.
+
+    A frozen layer's statistics are the same on every replica and must stay
+    bit for bit what they are: averaging them would round them.
+    """
+    frozen = {
+        id(a)
+        for _, leaf in network.leaves()
+        if not getattr(leaf, "trainable", True)
+        for a in getattr(leaf, "state", {}).values()
+    }
+    return [a for a in layer_states(network) if id(a) not in frozen]
 
 
 def training_flags(network):
@@ -90,10 +110,6 @@ def replica_state(trainer, optimizer):
     }
 
 
-#: The replicas of the fits running on this worker, by (fit id, shard).
-_REPLICAS = {}
-
-
 class _Replica:
     """One shard's network, trainer and optimizer, on a worker's device."""
 
@@ -112,12 +128,13 @@ class _Replica:
             X, Y, w = shard
             dtype = template.dtype
             self.data = BackendData(
-                backend.asarray(X, dtype),
+                backend.asarray(X, network.input_dtype),  # token ids stay integers
                 backend.asarray(Y, dtype),
                 None if w is None else backend.asarray(w, dtype),
             )
         self.alpha, self.clip_norm = template.alpha, template.clip_norm
         self._leaves = [leaf for _, leaf in network.leaves()]
+        self._rows_per_sample = None  # of each layer that draws (TimeDistributed's: steps)
         self._x_buffer = self._ones = None
         self._gradient_sum = None  # Adam with local steps: the period's sum of gradients
 
@@ -143,7 +160,8 @@ class _Replica:
         """Everything the replicas average (live): parameters, running statistics, moments."""
         optimizer = self.optimizer
         moments = [a for name in optimizer.state_names for a in getattr(optimizer, name)]
-        return [self.trainer.parameters.flat_params, *layer_states(self.trainer.network), *moments]
+        network = self.trainer.network
+        return [self.trainer.parameters.flat_params, *changing_states(network), *moments]
 
     # -- one epoch ----------------------------------------------------------------------
     def run_epoch(self, plan, exchange):
@@ -189,7 +207,7 @@ class _Replica:
                     if not gradients and exchange.size > 1 and period.weight_total > 0:
                         self._average(exchange, ("average", b), period)
                         records.append(period.record(exchange))
-                    elif gradients and b == n_batches - 1 and layer_states(trainer.network):
+                    elif gradients and b == n_batches - 1 and changing_states(trainer.network):
                         self._average_layer_states(exchange, plan)
                     period.reset()
         trainer.parameters.check_grad_views()
@@ -246,10 +264,7 @@ class _Replica:
             X, Y, w = self._batch(order, a, z)
             if w is None:  # each row weighs 1 over the whole batch's rows
                 w = self._ones_like(z - a)
-            rows = positions[a:z]
-            for leaf, arrays in drawn:  # this replica's rows of the whole batch's draws
-                for name, values in arrays.items():
-                    setattr(leaf, name, values[rows])
+            self._take_draws(drawn, positions[a:z])  # its rows of the whole batch's draws
             loss = trainer.loss_and_gradients(X, Y, w, sw_sum)
             trainer.parameters.check_grad_views()
         else:
@@ -271,16 +286,55 @@ class _Replica:
         :meth:`~sknet.layers.Layer.split_draws` hands a copy of a layer the
         draws of its rows as attributes whose first axis is the rows; here
         one stand-in copy takes the whole batch's, and the replica's layer
-        gets its rows' (in :meth:`_gradient_step`). Every replica draws every
-        batch, so their streams stay the one of ``est.fit``.
+        gets its rows' (:meth:`_take_draws`). A layer that sees several rows
+        a sample (inside ``TimeDistributed``: one a step, sample after sample)
+        draws for all of them. Every replica draws every batch, so their
+        streams stay the one of ``est.fit``.
         """
+        per_sample = self._rows_per_sample
+        if per_sample is None:
+            per_sample = self._rows_per_sample = self._count_rows_per_sample()
         drawn = []
         for leaf in self._leaves:
             copy_of_leaf = types.SimpleNamespace()
-            leaf.split_draws([copy_of_leaf], [0, n_rows])
+            factor = per_sample.get(id(leaf), 1)
+            leaf.split_draws([copy_of_leaf], [0, n_rows * factor])
             if vars(copy_of_leaf):
-                drawn.append((leaf, vars(copy_of_leaf)))
+                drawn.append((leaf, factor, vars(copy_of_leaf)))
         return drawn
+
+    @staticmethod
+    def _take_draws(drawn, rows):
+        """Give each drawing layer its rows' draws (``rows``: the replica's, in the batch)."""
+        for leaf, factor, arrays in drawn:
+            for name, values in arrays.items():
+                if factor != 1:  # (samples x steps, ...) -> the replica's samples' steps
+                    values = values.reshape((-1, factor) + values.shape[1:])[rows]
+                    values = values.reshape((-1,) + values.shape[2:])
+                else:
+                    values = values[rows]
+                setattr(leaf, name, values)
+
+    def _count_rows_per_sample(self):
+        """How many rows each layer that draws sees for one sample (once, at inference)."""
+        drawing = [leaf for leaf in self._leaves if _draws_random_numbers(leaf)]
+        if not drawing:
+            return {}
+        seen = {}
+        for leaf in drawing:
+
+            def record(X, *, training, _leaf=leaf, _forward=leaf.forward):
+                seen[id(_leaf)] = int(X.shape[0])
+                return _forward(X, training=training)
+
+            leaf.forward = record
+        try:
+            one = self.backend.take_rows(self.data.X, self.backend.xp.arange(1))
+            self.trainer.network.forward(one, training=False)
+        finally:
+            for leaf in drawing:
+                leaf.__dict__.pop("forward", None)
+        return seen
 
     def _ones_like(self, n_rows):
         xp = self.backend.xp
@@ -337,7 +391,7 @@ class _Replica:
     def _average_layer_states(self, exchange, plan):
         total = float(np.sum(plan.sums))
         coefficient = float(np.sum(plan.local_sums)) / total if total else 1 / exchange.size
-        self._combine(exchange, ("states",), layer_states(self.trainer.network), coefficient)
+        self._combine(exchange, ("states",), changing_states(self.trainer.network), coefficient)
 
     def _combine(self, exchange, step, arrays, coefficient):
         """Replace ``arrays`` by the sum over the replicas of ``coefficient`` times theirs."""
@@ -354,6 +408,12 @@ class _Replica:
                 array.shape
             )
             offset += array.size
+
+
+def _draws_random_numbers(layer):
+    """Whether ``layer``'s class overrides :meth:`~sknet.layers.Layer.split_draws`."""
+    owners = [cls for cls in type(layer).__mro__ if "split_draws" in vars(cls)]
+    return len(owners) > 1 and owners[0] is not owners[-1]
 
 
 class _Period:
@@ -391,30 +451,43 @@ class _Period:
         return row
 
 
-def _run_epoch(shard, template, fit_id, run, link, index, peers, plan, state, scalars, want_state):
+def _run_epoch(shard, template, info, plan, state, scalars, want_state):
     """On a worker: one epoch of this shard's replica, in step with the other replicas.
 
-    ``state`` (the driver's model, when it changed or the replica is new) or
-    ``scalars`` (the optimizer's learning rate and counters) come first.
-    Returns this replica's part of the loss, its records, and with
-    ``want_state`` the synchronized state.
+    ``info`` is the run's :data:`RunInfo`. ``state`` (the driver's model,
+    when it changed or the replica is new) or ``scalars`` (the optimizer's
+    learning rate and counters) come first. Returns this replica's part of the
+    loss, its records, and with ``want_state`` the synchronized state.
     """
     distributed = _distributed()
     worker = distributed.get_worker()
     task = worker.get_current_task()
+    fit = state_of(worker, info.fit_id)
     distributed.secede()  # waits for its peers: out of the pool, so two shards may share a worker
 
     def still_wanted():
         task_state = worker.state.tasks.get(task)
         return task_state is not None and task_state.state in ("executing", "long-running")
 
-    key = (fit_id, index)
-    replica = _REPLICAS.get(key)
+    with fit.lock:
+        replica = fit.replicas.get(info.rank)
     if replica is None:
-        replica = _REPLICAS[key] = _Replica(shard, template, index, len(peers))
-    tcp = TcpExchange(fit_id, run, index, peers, replica.backend, still_wanted, link)
-    with replica.backend.device_context(), contextlib.closing(tcp):
-        exchange = collective(tcp, replica.backend, fit_id)  # NCCL between GPUs
+        replica = _Replica(shard, template, info.rank, len(info.peers))
+        with fit.lock:
+            fit.replicas[info.rank] = replica
+    host = HostExchange(
+        fit,
+        info.run,
+        info.rank,
+        info.peers,
+        info.addresses,
+        replica.backend,
+        worker,
+        still_wanted,
+        info.link,
+    )
+    with replica.backend.device_context(), contextlib.closing(host):
+        exchange = collective(host, replica.backend, fit.communicators)  # NCCL between GPUs
         if state is not None:
             replica.load(state)
         else:
@@ -438,8 +511,3 @@ def _dask_shard(keep, Y, w, dtype, *blocks):
     X = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
     X = check_array(X[keep], dtype=[dtype.type, np.float64, np.float32], input_name="X")
     return X, Y, w
-
-
-def _forget(fit_id):
-    for key in [key for key in _REPLICAS if key[0] == fit_id]:
-        del _REPLICAS[key]

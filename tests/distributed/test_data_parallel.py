@@ -246,7 +246,7 @@ def three_threads():
 
 
 def test_three_replicas_by_reduce_scatter_and_by_dask_messages(three_threads, digits, monkeypatch):
-    from sknet.distributed import _exchange
+    from sknet.distributed import _driver, _exchange
 
     X, y = digits
     est = mlp(dtype="float64", max_iter=2, dropout=0.2)
@@ -257,7 +257,7 @@ def test_three_replicas_by_reduce_scatter_and_by_dask_messages(three_threads, di
     assert {e["transport"] for e in parallel.epoch_history_} == {"sockets"}
     assert_same_model(parallel.estimator_, local, rtol=1e-10)
     # what a cluster whose comms are not plain TCP does: the arrays as Dask messages
-    monkeypatch.setattr(_exchange.TcpExchange, "_direct_allowed", lambda self: False)
+    monkeypatch.setattr(_driver, "_transport", lambda client, workers: "dask")
     by_messages = DataParallel(est, client=three_threads, sync_every=1).fit(X, y)
     assert {e["transport"] for e in by_messages.epoch_history_} == {"dask"}
     assert_same_model(by_messages.estimator_, parallel.estimator_)
