@@ -1,15 +1,23 @@
 """Property tests: random small networks, checked where the capabilities meet.
 
 Each seed builds a network from a random mix of what a user can compose:
-nested containers (``Sequential``, ``Residual``, ``Concatenate``), stock layers
-with hand-written backward passes, forward-only layers (differentiated by
-``sknet.autodiff``), user layers with parameters, and frozen layers. Every
-network is checked four ways:
+nested containers (``Sequential``, ``Residual``, ``Concatenate``, a user's
+containers, one declaring its sublayers and holding a parameter of its own,
+one found by discovery), stock layers with hand-written backward passes and
+running statistics, forward-only layers (differentiated by ``sknet.autodiff``),
+user layers with parameters, and frozen layers. Every network is checked:
 
 - its gradients against finite differences (float64, ``check_layer_gradients``);
 - a fit with batches split over threads against a fit with whole batches;
 - a fit with the data streamed from host memory against one with the data in place;
-- a pickled and unpickled model against the original, predicting and training on.
+- a pickled and unpickled model against the original, predicting and training on;
+- early stopping: every array of the tree is the best epoch's, bit for bit;
+- a warm start after ``trainable`` changed at any depth: frozen arrays stay, flags arrive;
+- a warm fit that fails: every array of the tree, and every flag, as before it.
+
+Random recurrent networks (recurrent layers inside every kind of container,
+``TimeDistributed`` included) are checked with padding: sequences padded before
+their steps or after them give the same outputs and train the same.
 """
 
 import pickle
@@ -22,8 +30,24 @@ from sklearn.base import clone
 import sknet.engine._sharding as sharding
 from sknet import NeuralNetRegressor
 from sknet import autodiff as ad
-from sknet.layers import Concatenate, Dense, Dropout, Layer, Residual, Sequential
+from sknet.callbacks import Callback, EarlyStopping
+from sknet.layers import (
+    GRU,
+    LSTM,
+    BatchNorm,
+    Concatenate,
+    Dense,
+    Dropout,
+    GlobalAvgPool1D,
+    Layer,
+    Residual,
+    Sequential,
+    SimpleRNN,
+    TimeDistributed,
+)
+from sknet.layers._tree import walk
 from sknet.utils import check_layer_gradients, estimate_memory
+from tests.user_containers import Gate, Wrap
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -57,8 +81,8 @@ class Affine(Layer):
 
 def _block(rng, width, depth, frozen_ok):
     """A random layer taking and returning samples of ``width`` features."""
-    kinds = ["dense", "swish", "affine"] + (
-        ["sequential", "residual", "concat"] if depth < 2 else []
+    kinds = ["dense", "swish", "affine", "batchnorm"] + (
+        ["sequential", "residual", "concat", "gate", "wrap"] if depth < 2 else []
     )
     kind = kinds[rng.randint(len(kinds))]
     trainable = not (frozen_ok and rng.rand() < 0.3)
@@ -69,6 +93,12 @@ def _block(rng, width, depth, frozen_ok):
         return Swish()
     if kind == "affine":
         return Affine(width, trainable=trainable)
+    if kind == "batchnorm":
+        return BatchNorm(trainable=trainable)
+    if kind == "gate":
+        return Gate(_block(rng, width, depth + 1, frozen_ok))
+    if kind == "wrap":
+        return Wrap(_block(rng, width, depth + 1, frozen_ok))
     inner = [_block(rng, width, depth + 1, frozen_ok) for _ in range(rng.randint(1, 3))]
     if kind == "sequential":
         return Sequential(inner, trainable=None if rng.rand() < 0.7 else trainable)
@@ -170,3 +200,220 @@ def test_a_pickled_random_network_predicts_and_trains_on_the_same(seed, data):
     restored.fit(X, y)
     assert_array_equal(restored.predict(X), est.predict(X))
     assert restored.loss_curve_ == est.loss_curve_
+
+
+# -- the whole tree: early stopping, warm starts, a failed warm fit ----------------------------
+
+
+def arrays_of(network):
+    """``{(path, name): host copy}`` of every array of the tree's parameter holders."""
+    return {
+        (key, name): np.array(value)
+        for key, leaf in network.leaves()
+        for name, value in {**leaf.params, **leaf.state}.items()
+    }
+
+
+def flags_of(layers):
+    return {path: (node.trainable, node.lr_scale) for path, node in walk(layers)}
+
+
+def assert_same_arrays(now, before):
+    assert now.keys() == before.keys()
+    for key, value in before.items():
+        assert_array_equal(now[key], value, err_msg=str(key))
+
+
+class RecordWeights(Callback):
+    """Every array of the tree after each epoch."""
+
+    def on_epoch_end(self, state, epoch, logs):
+        self.seen_ = {**getattr(self, "seen_", {}), epoch: arrays_of(state.network)}
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(120, N_FEATURES))
+    y = np.column_stack([X[:, 0] * X[:, 1], X[:, 2]]) + rng.normal(scale=1.0, size=(120, 2))
+    X_val = rng.normal(size=(60, N_FEATURES))
+    y_val = np.column_stack([X_val[:, 0] * X_val[:, 1], X_val[:, 2]])
+    return X, y, X_val, y_val
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_early_stopping_restores_every_array_of_a_random_tree(seed, noisy):
+    X, y, X_val, y_val = noisy
+    est = make(
+        random_layers(seed),
+        max_iter=60,
+        batch_size=20,
+        learning_rate_init=0.03,
+        callbacks=[RecordWeights(), EarlyStopping("valid_loss", patience=2)],
+    ).fit(X, y, X_val=X_val, y_val=y_val)
+    record, stopper = est.callbacks_
+    assert stopper.best_epoch_ < est.n_iter_  # weights moved after the best epoch
+    assert record.seen_[est.n_iter_].keys() == record.seen_[stopper.best_epoch_].keys()
+    assert_same_arrays(arrays_of(est.network_), record.seen_[stopper.best_epoch_])
+
+
+def parameter_keys(layers):
+    """``{path: set_params key}`` of every layer of unbuilt ``layers``, at any depth."""
+    keys = {}
+
+    def visit(layer, path, key):
+        keys[path] = key
+        entries = []
+        for name in layer._sublayer_names():
+            value = getattr(layer, name)
+            if isinstance(value, (list, tuple)):
+                entries += [(f"{name}__{j}", item) for j, item in enumerate(value)]
+            elif value is not None:
+                entries.append((name, value))
+        for j, (name, item) in enumerate(entries):
+            visit(item, path + (j,), f"{key}__{name}")
+
+    for i, layer in enumerate(layers):
+        visit(layer, (i,), f"layers__{i}")
+    return keys
+
+
+def _neutral(built, path):
+    """Whether no container above ``path`` sets ``trainable`` for its whole subtree."""
+    above = [built[path[:k]] for k in range(1, len(path))]
+    return all(
+        node.trainable is None
+        or (node.trainable is True and "trainable" not in node.__dict__)
+        or (node.trainable is True and type(node)._init_defaults().get("trainable") is True)
+        for node in above
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_warm_start_takes_trainable_changed_at_any_depth(seed, data):
+    X, y = data
+    rng = np.random.RandomState(100 + seed)
+    est = make(random_layers(seed), warm_start=True, max_iter=2).fit(X, y)
+    keys = parameter_keys(est.layers)
+    built = dict(walk(est.layers_))
+    holders = {key: leaf for key, leaf in est.network_.leaves()}
+    paths = [  # layers with parameters and no children, under containers that leave them be
+        p for p in keys if built[p].params and not built[p].sublayers() and _neutral(built, p)
+    ]
+    chosen = [paths[i] for i in rng.permutation(len(paths))[: max(1, len(paths) // 2)]]
+    flags = {path: not built[path].trainable for path in chosen}
+    est.set_params(**{keys[path] + "__trainable": flag for path, flag in flags.items()})
+    before = arrays_of(est.network_)
+    est.fit(X, y)
+    for path, flag in flags.items():
+        assert built[path].trainable is flag, (keys[path], flag)
+    moved = False
+    for (key, name), value in before.items():
+        leaf = holders[key]
+        now = np.asarray({**leaf.params, **leaf.state}[name])
+        if not leaf.trainable:
+            assert_array_equal(now, value, err_msg=f"{key} {name} is frozen")
+        elif name in leaf.params:
+            moved = moved or not np.array_equal(now, value)
+    assert moved or not any(leaf.trainable and leaf.params for leaf in holders.values())
+
+
+class FailAt(Callback):
+    def __init__(self, epoch=1):
+        self.epoch = epoch
+
+    def on_epoch_end(self, state, epoch, logs):
+        if epoch == self.epoch:
+            raise RuntimeError("failed on purpose")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_failed_warm_fit_rolls_back_every_array_and_flag_of_a_random_tree(seed, data):
+    X, y = data
+    rng = np.random.RandomState(200 + seed)
+    est = make(random_layers(seed, dropout=True), warm_start=True, max_iter=2).fit(X, y)
+    before, flags = arrays_of(est.network_), flags_of(est.layers_)
+    predictions = est.predict(X)
+    keys = parameter_keys(est.layers)
+    path = list(keys)[rng.randint(len(keys))]
+    est.set_params(
+        callbacks=[FailAt(epoch=est.n_iter_ + 1 + rng.randint(2))],
+        **{keys[path] + "__trainable": False},
+    )
+    with pytest.raises(RuntimeError, match="failed on purpose"):
+        est.fit(X, y)
+    assert_same_arrays(arrays_of(est.network_), before)
+    assert flags_of(est.layers_) == flags
+    assert_array_equal(est.predict(X), predictions)
+
+
+# -- padding inside random recurrent trees -------------------------------------------------------
+
+
+def _recurrent_block(rng, width, depth):
+    """A random layer taking and returning sequences of ``width`` features per step."""
+    kinds = ["lstm", "gru", "rnn", "time_dense"] + (
+        ["sequential", "residual", "concat", "gate"] if depth < 2 else []
+    )
+    kind = kinds[rng.randint(len(kinds))]
+    if kind in ("lstm", "gru", "rnn"):
+        cell = {"lstm": LSTM, "gru": GRU, "rnn": SimpleRNN}[kind]
+        both = width % 2 == 0 and rng.rand() < 0.3
+        return cell(width // 2 if both else width, return_sequences=True, bidirectional=both)
+    if kind == "time_dense":
+        return TimeDistributed(Dense(width, activation="tanh"))
+    inner = [_recurrent_block(rng, width, depth + 1) for _ in range(rng.randint(1, 3))]
+    if kind == "sequential":
+        return Sequential(inner)
+    if kind == "residual":
+        return Residual(inner)
+    if kind == "gate":
+        return Gate(Sequential(inner))
+    first = width // 2
+    return Concatenate(
+        [
+            Sequential([*inner, TimeDistributed(Dense(first))]),
+            LSTM(width - first, return_sequences=True),
+        ],
+        axis=1,
+    )
+
+
+def random_recurrent_layers(seed, width=4):
+    rng = np.random.RandomState(seed)
+    layers = [_recurrent_block(rng, width, 0) for _ in range(rng.randint(1, 3))]
+    # something recurrent at the top, so that padding matters
+    layers.append(Sequential([LSTM(width, return_sequences=True)]))
+    layers.append([GlobalAvgPool1D(), LSTM(3)][rng.randint(2)])
+    return layers
+
+
+def padded(rng, n=16, T=6, F=4):
+    lengths = rng.randint(1, T + 1, size=n)
+    data = rng.normal(size=(n, T, F))
+    front, back = np.zeros((n, T, F)), np.zeros((n, T, F))
+    for i, length in enumerate(lengths):
+        front[i, T - length :] = data[i, :length]
+        back[i, :length] = data[i, :length]
+    return front, back
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_padding_before_or_after_is_the_same_in_a_random_recurrent_tree(seed):
+    rng = np.random.RandomState(300 + seed)
+    front, back = padded(rng)
+    y = rng.normal(size=len(front))
+    est = NeuralNetRegressor(
+        random_recurrent_layers(seed),
+        max_iter=2,
+        batch_size=8,
+        random_state=0,
+        device="cpu",
+        dtype="float64",
+        padding_value=0.0,
+    )
+    on_back = clone(est).fit(back, y)
+    on_front = clone(est).fit(front, y)
+    assert_allclose(on_front.loss_curve_, on_back.loss_curve_, rtol=1e-9)
+    assert_allclose(on_back.predict(front), on_back.predict(back), rtol=1e-9, atol=1e-12)
+    assert_allclose(on_front.predict(back), on_back.predict(back), rtol=1e-8, atol=1e-10)
