@@ -1,4 +1,4 @@
-"""Fused Numba kernels of the sequence layers: layer norm and the attention's softmax.
+"""Fused Numba kernels of the sequence layers: layer norm, the attention's softmax, embeddings.
 
 Built by :mod:`sknet.backend._cpu_kernels` with the other CPU kernels (the
 same ``jit`` options, the same cache). Each works on one row at a time, kept in
@@ -6,7 +6,8 @@ cache: NumPy makes five to eight passes over the whole array for a layer norm
 or a masked softmax and reduces along short rows slowly. The exponentials stay
 in NumPy, whose SIMD ``exp`` Numba cannot match without a vector math library:
 the softmax is a pass here (mask, maximum, subtraction), NumPy's ``exp``, and a
-pass here (sum and scale).
+pass here (sum and scale). Embedding gradients are summed row by row, where
+NumPy's ``add.at`` takes an indexed pass per element.
 """
 
 
@@ -115,7 +116,48 @@ def sequence_kernels(jit, reduce_jit):
             for k in range(Tk):
                 grad[k] = p[k] * (grad[k] - s)
 
+    @jit
+    def scatter_add_rows(target, idx, values):
+        # target[idx[k]] += values[k], rows of (R, F) (idx checked in range by the caller)
+        F = target.shape[1]
+        for k in range(idx.shape[0]):
+            row, src = target[idx[k]], values[k]
+            for j in range(F):
+                row[j] += src[j]
+
+    @jit
+    def max_pool_1d_forward(Xp, kernel, stride, Y, argmax):
+        # Y (N, OT, C): each window's maximum per feature, the first one winning ties;
+        # argmax its step in Xp (N, Tp, C). Features innermost: the selects vectorize.
+        N, OT, C = Y.shape
+        for n in range(N):
+            for t in range(OT):
+                start = t * stride
+                best, at, first = Y[n, t], argmax[n, t], Xp[n, start]
+                for c in range(C):
+                    best[c] = first[c]
+                    at[c] = start
+                for j in range(1, kernel):
+                    row = Xp[n, start + j]
+                    for c in range(C):
+                        take = row[c] > best[c]
+                        best[c] = row[c] if take else best[c]
+                        at[c] = start + j if take else at[c]
+
+    @jit
+    def max_pool_1d_backward(dY, argmax, out):
+        # out (N, Tp, C) zeroed: each window's gradient to its maximum's step
+        N, OT, C = dY.shape
+        for n in range(N):
+            for t in range(OT):
+                grad, at = dY[n, t], argmax[n, t]
+                for c in range(C):
+                    out[n, at[c], c] += grad[c]
+
     return {
+        "max_pool_1d_forward": max_pool_1d_forward,
+        "max_pool_1d_backward": max_pool_1d_backward,
+        "scatter_add_rows": scatter_add_rows,
         "layer_norm_forward": layer_norm_forward,
         "layer_norm_backward": layer_norm_backward,
         "softmax_shift": softmax_shift,

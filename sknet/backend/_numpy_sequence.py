@@ -70,6 +70,50 @@ class NumpySequenceKernels:
         self.kernels["softmax_grad"](dP.reshape(-1, Tk), P.reshape(-1, Tk))
         return dP
 
+    def scatter_add_rows(self, target, idx, values):
+        if (
+            self.kernels is None
+            or target.ndim != 2
+            or not _c_arrays(target, values)
+            or values.shape != (idx.shape[0], target.shape[1])
+            or values.dtype != target.dtype
+        ):
+            return super().scatter_add_rows(target, idx, values)
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        inside = idx.size == 0 or (int(idx.min()) >= 0 and int(idx.max()) < target.shape[0])
+        require("scatter_add_rows", inside and idx.ndim == 1, target, idx, values)
+        self.kernels["scatter_add_rows"](target, idx, values)
+
+    def max_pool_1d_forward(self, Xp, kernel, stride, Y, argmax):
+        if self.kernels is None or not _c_arrays(Xp, Y, argmax):
+            return super().max_pool_1d_forward(Xp, kernel, stride, Y, argmax)
+        N, Tp, C = Xp.shape
+        OT = Y.shape[1]
+        fits = Y.shape == argmax.shape == (N, OT, C) and argmax.dtype == np.int32
+        fits = fits and OT >= 1 and (OT - 1) * stride + kernel <= Tp and kernel >= 1
+        require("max_pool_1d_forward", fits, Xp, Y, argmax)
+        self.kernels["max_pool_1d_forward"](Xp, kernel, stride, Y, argmax)
+        return Y, argmax
+
+    def max_pool_1d_backward(self, dY, argmax, out):
+        if self.kernels is None or not _c_arrays(dY, argmax, out):
+            return super().max_pool_1d_backward(dY, argmax, out)
+        N, OT, C = dY.shape
+        Tp = out.shape[1]
+        fits = argmax.shape == dY.shape and out.shape == (N, Tp, C) and argmax.dtype == np.int32
+        # argmax comes from max_pool_1d_forward; a bad one must still not write outside
+        fits = fits and (argmax.size == 0 or (argmax.min() >= 0 and argmax.max() < Tp))
+        require("max_pool_1d_backward", fits, dY, argmax, out)
+        out.fill(0)
+        self.kernels["max_pool_1d_backward"](dY, argmax, out)
+        return out
+
+    def random_bits(self, generator, shape):
+        # the generator's raw 64-bit draws, four 16-bit numbers each
+        count = int(np.prod(shape))
+        raw = generator.bit_generator.random_raw(-(-count // 4))
+        return raw.view(np.uint16)[:count].reshape(shape)
+
     def im2col_1d(self, Xp, kernel, stride, dilation, out):
         # one strided view of every window, copied once
         N, Tp, C = Xp.shape

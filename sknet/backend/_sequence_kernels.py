@@ -10,6 +10,15 @@ channels last, ``(N, T, C)``, as the layers take them.
 class SequenceKernels:
     """Layer norm, the attention's masked softmax, and 1-D patches and pooling."""
 
+    # -- dropout's random numbers -----------------------------------------------
+    def random_bits(self, generator, shape):
+        """Uniform 16-bit integers (``uint16``) of ``shape`` from a :meth:`random_generator`.
+
+        Cheaper than floats for the keep-or-drop decisions of a dropout: a rate
+        ``r`` drops the numbers below ``round(r * 65536)``.
+        """
+        return generator.integers(0, 1 << 16, size=shape, dtype=self.xp.uint16)
+
     # -- layer normalization over the last axis of rows (n, F) ---------------
     def layer_norm_forward(self, X, gamma, beta, epsilon, out, xhat, inv_std):
         """``out = xhat * gamma + beta`` with ``xhat`` each row of ``X`` (n, F) standardized.

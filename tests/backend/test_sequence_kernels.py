@@ -107,3 +107,66 @@ def test_the_compiled_kernels_refuse_arrays_that_do_not_fit():
         cpu.attention_softmax(np.zeros((2, 1, 3, 3)), np.ones((2, 4), bool), False)
     with pytest.raises(ValueError, match="im2col_1d"):  # a window past the end
         cpu.im2col_1d(np.zeros((1, 5, 2)), 3, 2, 2, np.empty((1, 2, 3, 2)))
+
+
+@pytest.mark.parametrize("kernel, stride", [(2, 2), (3, 1), (3, 2), (2, 3)])
+def test_max_pool_1d_agrees_with_the_oracle_ties_included(backend, kernel, stride):
+    rng = np.random.RandomState(3)
+    N, Tp, C = 3, 10, 4
+    Xp = rng.randint(0, 3, (N, Tp, C)).astype(np.float32)  # many ties
+    OT = (Tp - kernel) // stride + 1
+    Y, argmax = backend.xp.empty((N, OT, C), np.float32), backend.xp.empty((N, OT, C), np.int32)
+    backend.max_pool_1d_forward(backend.asarray(Xp), kernel, stride, Y, argmax)
+    windows = np.stack([Xp[:, t * stride : t * stride + kernel] for t in range(OT)], 1)
+    assert_array_equal(backend.to_numpy(Y), windows.max(2))
+    assert_array_equal(
+        backend.to_numpy(argmax), windows.argmax(2) + stride * np.arange(OT)[:, None]
+    )
+    dY = rng.standard_normal((N, OT, C)).astype(np.float32)
+    dX = backend.max_pool_1d_backward(
+        backend.asarray(dY), argmax, backend.xp.empty((N, Tp, C), np.float32)
+    )
+    expected = np.zeros((N, Tp, C), np.float32)
+    for n, t, c in np.ndindex(N, OT, C):
+        expected[n, backend.to_numpy(argmax)[n, t, c], c] += dY[n, t, c]
+    assert_allclose(backend.to_numpy(dX), expected, atol=1e-6)
+
+
+def test_scatter_add_rows_sums_repeated_rows(backend):
+    rng = np.random.RandomState(4)
+    target = np.zeros((5, 3))
+    idx = np.array([0, 4, 4, 1, 0, 4])
+    values = rng.standard_normal((6, 3))
+    out = backend.asarray(target.copy())
+    backend.scatter_add_rows(out, backend.asarray(idx), backend.asarray(values))
+    np.add.at(target, idx, values)
+    assert_allclose(backend.to_numpy(out), target, atol=1e-12)
+
+
+def test_random_bits_and_the_dropout_factors_they_give(backend):
+    from sknet.layers._attention import keep_factors
+
+    u = backend.random_bits(backend.random_generator(0), (4, 50000))
+    assert u.dtype == np.uint16 and u.shape == (4, 50000)
+    values = backend.to_numpy(u)
+    assert abs(values.mean() / 65535 - 0.5) < 0.01 and values.min() < 100 and values.max() > 65400
+    factors = backend.to_numpy(keep_factors(u, 0.3, backend.xp.empty((4, 50000), np.float32)))
+    kept = factors > 0
+    assert abs(kept.mean() - 0.7) < 0.01
+    assert_allclose(np.unique(factors[kept]), [65536 / (65536 - round(0.3 * 65536))], rtol=1e-6)
+
+
+def test_the_compiled_pooling_and_scatter_refuse_indices_outside_their_arrays():
+    cpu = get_backend("cpu")
+    if cpu.kernels is None:
+        pytest.skip("numba is not installed: no compiled kernel to guard")
+    with pytest.raises(ValueError, match="max_pool_1d_backward"):
+        cpu.max_pool_1d_backward(
+            np.ones((1, 2, 1)), np.array([[[0], [7]]], np.int32), np.empty((1, 4, 1))
+        )
+    with pytest.raises(ValueError, match="scatter_add_rows"):
+        cpu.scatter_add_rows(np.zeros((3, 2)), np.array([0, 3]), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="max_pool_1d_forward"):  # windows past the end
+        cpu.max_pool_1d_forward(
+            np.ones((1, 4, 1)), 3, 2, np.empty((1, 2, 1)), np.empty((1, 2, 1), np.int32)
+        )
