@@ -420,5 +420,8 @@ def test_weights_moving_and_casting_reach_every_layer_of_a_users_container():
     network.astype(np.float64)
     assert all(w.dtype == np.float64 for w in network.weights())
     assert inner.dtype_ == np.float64
+    generic = make_backend("generic")
+    network.to_backend(generic)
+    assert all(layer.backend_ is generic for _, layer in walk(network.layers))
     loaded = pickle.loads(pickle.dumps(network))
     assert all(layer.backend_ is loaded.backend for _, layer in walk(loaded.layers))
