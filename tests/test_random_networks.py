@@ -202,6 +202,137 @@ def test_a_pickled_random_network_predicts_and_trains_on_the_same(seed, data):
     assert restored.loss_curve_ == est.loss_curve_
 
 
+# -- sequences: the sequence layers in random networks ----------------------------------
+SEQ_STEPS, SEQ_FEATURES = 6, 4
+
+
+def _sequence_block(rng, depth):
+    """A random layer taking and returning sequences of ``(SEQ_STEPS, SEQ_FEATURES)``."""
+    from sknet.layers import (
+        Conv1D,
+        LayerNorm,
+        MultiHeadAttention,
+        TransformerEncoderBlock,
+    )
+
+    kinds = ["conv", "norm", "attention", "block"] + (
+        ["residual", "sequential"] if depth < 1 else []
+    )
+    kind = kinds[rng.randint(len(kinds))]
+    trainable = rng.rand() >= 0.25
+    if kind == "conv":
+        act = ["relu", "tanh", None][rng.randint(3)]
+        return Conv1D(SEQ_FEATURES, 3, padding="same", activation=act, trainable=trainable)
+    if kind == "norm":
+        return LayerNorm(trainable=trainable)
+    if kind == "attention":
+        return MultiHeadAttention(2, causal=bool(rng.rand() < 0.5), trainable=trainable)
+    if kind == "block":
+        return TransformerEncoderBlock(
+            2,
+            8,
+            dropout=0.0,
+            norm_first=bool(rng.rand() < 0.5),
+            activation=["relu", "gelu"][rng.randint(2)],
+            trainable=trainable,
+        )
+    inner = [_sequence_block(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+    return Residual(inner) if kind == "residual" else Sequential(inner)
+
+
+def random_sequence_layers(seed, *, dropout=False):
+    from sknet.layers import (
+        GlobalAvgPool1D,
+        GlobalMaxPool1D,
+        MaxPool1D,
+        PositionEmbedding,
+        SinusoidalPositionEmbedding,
+        TransformerEncoderBlock,
+    )
+
+    rng = np.random.RandomState(seed)
+    layers = [[PositionEmbedding(), SinusoidalPositionEmbedding()][rng.randint(2)]]
+    for _ in range(rng.randint(1, 4)):
+        layers.append(_sequence_block(rng, 0))
+        if dropout and rng.rand() < 0.5:
+            layers.append(Dropout(0.2))
+    if dropout:
+        layers.append(TransformerEncoderBlock(2, 8, dropout=0.3))  # dropout inside a layer
+    pool = rng.randint(3)
+    layers += [[GlobalAvgPool1D()], [GlobalMaxPool1D()], [MaxPool1D(2), GlobalAvgPool1D()]][pool]
+    return layers
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(96, SEQ_STEPS, SEQ_FEATURES))
+    y = np.column_stack([X[:, :3, 0].sum(1), X[:, 3:, 1].max(1)])
+    return X, y
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gradients_of_a_random_sequence_network(seed):
+    layers = [
+        layer.set_params(trainable=True) if "trainable" in layer.get_params() else layer
+        for layer in random_sequence_layers(seed)
+    ]
+    errors = check_layer_gradients(
+        Sequential(layers), (SEQ_STEPS, SEQ_FEATURES), n_samples=3, random_state=seed
+    )
+    assert max(errors.values()) < 1e-6, errors
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_random_sequence_network_trains_the_same_split_over_threads_and_keeps_frozen_layers(
+    seed, sequences, monkeypatch
+):
+    X, y = sequences
+    layers = random_sequence_layers(seed, dropout=True)
+    monkeypatch.setattr(sharding, "MIN_SHARD_WORK", 0)
+    monkeypatch.setattr(sharding, "cpu_threads", lambda: 1)
+    start = make(layers, max_iter=1, batch_size=32).fit(X, y)
+    before = {
+        key: {k: v.copy() for k, v in leaf.params.items()} for key, leaf in start.network_.leaves()
+    }
+    whole = make(layers, batch_size=32).fit(X, y)
+    monkeypatch.setattr(sharding, "cpu_threads", lambda: 2)
+    split = make(layers, batch_size=32).fit(X, y)
+    assert all(layer.shardable for layer in split.layers_)
+    assert_allclose(split.loss_curve_, whole.loss_curve_, rtol=1e-9)
+    for a, b in zip(whole.network_.weights(), split.network_.weights()):
+        # atol: an attention's key bias has a zero gradient up to rounding (the softmax
+        # ignores a shift of all keys), whose steps Adam takes at about lr * 1e-9
+        assert_allclose(b, a, rtol=1e-9, atol=1e-10)
+    for key, leaf in whole.network_.leaves():
+        if leaf.params and not leaf.trainable:
+            for name, value in leaf.params.items():
+                assert_array_equal(value, before[key][name])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_pickled_random_sequence_network_predicts_and_trains_on_the_same(seed, sequences):
+    X, y = sequences
+    est = make(random_sequence_layers(seed, dropout=True), warm_start=True, batch_size=32)
+    est.fit(X, y)
+    restored = pickle.loads(pickle.dumps(est))
+    assert_array_equal(restored.predict(X), est.predict(X))
+    est.fit(X, y)
+    restored.fit(X, y)
+    assert_array_equal(restored.predict(X), est.predict(X))
+    assert restored.loss_curve_ == est.loss_curve_
+
+
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_a_random_sequence_network_trains_alike_in_float32_and_float64(seed, sequences):
+    X, y = sequences
+    layers = random_sequence_layers(seed)
+    single = make(layers, dtype="float32", batch_size=32).fit(X.astype(np.float32), y)
+    double = make(layers, batch_size=32).fit(X, y)
+    assert single.predict(X[:4]).dtype == np.float32
+    assert_allclose(single.loss_curve_, double.loss_curve_, rtol=2e-3)
+
+
 # -- the whole tree: early stopping, warm starts, a failed warm fit ----------------------------
 
 
