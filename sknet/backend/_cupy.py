@@ -339,9 +339,15 @@ class _PinnedRowStream(RowStream):
     def __init__(self, backend, arrays, dtype, max_rows):
         super().__init__(backend, arrays, dtype, max_rows)
         shapes = [None if a is None else (self.max_rows,) + a.shape[1:] for a in self.arrays]
-        self.device = [self.buffers, [self._buffer(a) for a in self.arrays]]
+        self.device = [
+            self.buffers,
+            [self._buffer(a, d) for a, d in zip(self.arrays, self.dtypes)],
+        ]
         self.host = [
-            [None if s is None else cupyx.empty_pinned(s, dtype=self.dtype) for s in shapes]
+            [
+                None if s is None else cupyx.empty_pinned(s, dtype=d)
+                for s, d in zip(shapes, self.dtypes)
+            ]
             for _ in range(2)
         ]
         self.copy_stream = cp.cuda.Stream(non_blocking=True)

@@ -28,21 +28,27 @@ class RowStream:
     arrays : sequence of host arrays or None
         Arrays with the same number of rows (``None`` entries stay ``None``);
         sparse matrices are gathered and moved chunk by chunk, without a buffer.
-    dtype : numpy.dtype
-        The dtype the chunks take on the backend.
+    dtype : numpy.dtype or sequence
+        The dtype the chunks take on the backend; or one per array, ``None``
+        keeping the array's own (integer token ids).
     max_rows : int
         The most rows a chunk has.
     """
 
     def __init__(self, backend, arrays, dtype, max_rows):
-        self.backend, self.arrays, self.dtype = backend, list(arrays), np.dtype(dtype)
+        self.backend, self.arrays = backend, list(arrays)
+        if isinstance(dtype, (list, tuple)):
+            dtypes = [d if d is not None or a is None else a.dtype for a, d in zip(arrays, dtype)]
+        else:
+            dtypes = [dtype] * len(self.arrays)
+        self.dtypes = [None if d is None else np.dtype(d) for d in dtypes]
         self.max_rows = int(max_rows)
-        self.buffers = [self._buffer(a) for a in self.arrays]
+        self.buffers = [self._buffer(a, d) for a, d in zip(self.arrays, self.dtypes)]
 
-    def _buffer(self, a):
+    def _buffer(self, a, dtype):
         if a is None or self.backend.is_sparse(a) or not isinstance(a, np.ndarray):
             return None
-        return self.backend.xp.empty((self.max_rows,) + a.shape[1:], dtype=self.dtype)
+        return self.backend.xp.empty((self.max_rows,) + a.shape[1:], dtype=dtype)
 
     @property
     def nbytes(self):
@@ -52,13 +58,16 @@ class RowStream:
     def chunks(self, row_chunks):
         """Yield, for each index array in ``row_chunks``, the tuple of those rows here."""
         for rows in row_chunks:
-            yield tuple(self._fill(a, b, rows) for a, b in zip(self.arrays, self.buffers))
+            yield tuple(
+                self._fill(a, b, d, rows)
+                for a, b, d in zip(self.arrays, self.buffers, self.dtypes)
+            )
 
-    def _fill(self, a, buffer, rows):
+    def _fill(self, a, buffer, dtype, rows):
         if a is None:
             return None
         if buffer is None:  # sparse rows: gathered on the host, moved as they are
-            return self.backend.asarray(a[rows], self.dtype)
+            return self.backend.asarray(a[rows], dtype)
         out = buffer[: len(rows)]
         if self.backend.xp is np:
             return gather_rows(a, rows, out=out)

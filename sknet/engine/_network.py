@@ -90,6 +90,16 @@ class Network:
     def dtype(self):
         return self.layers[0].dtype_
 
+    @property
+    def input_dtype(self):
+        """The dtype a batch of ``X`` takes here: the network's, or ``None`` for token ids.
+
+        ``None`` keeps the integers a first layer that takes token ids
+        (``takes_token_ids``, :class:`~sknet.layers.Embedding`) is given:
+        exact, where a float32 holds whole numbers up to 2**24 only.
+        """
+        return None if getattr(self.layers[0], "takes_token_ids", False) else self.dtype
+
     # -- running ------------------------------------------------------------
     def forward(self, X, *, training, stop=None):
         """Outputs for a batch ``X`` (rows, or samples of ``input_shape``).
@@ -174,14 +184,14 @@ class Network:
         outputs, without leaving the device when the network is on the GPU.
         Outputs have the network's dtype whatever the input's.
         """
-        backend, dtype = self.backend, self.dtype
+        backend = self.backend
         on_device = is_device_array(X)
         keep = backend.xp if on_device and backend.name.startswith("cuda") else None
         chunks = []
         with backend.device_context():
             step = self.predict_chunk_rows()
             for start in range(0, X.shape[0], step):
-                Xb = backend.asarray(X[start : start + step], dtype)
+                Xb = backend.asarray(X[start : start + step], self.input_dtype)
                 Z = self.forward(Xb, training=False, stop=stop)
                 if not backend.is_sparse(Xb) and backend.xp.may_share_memory(Z, Xb):
                     Z = Z.copy()  # a view of the caller's data (identity layers)

@@ -57,7 +57,9 @@ class Placement:
         """The data as the trainer takes them: on the backend, or streamed from the host."""
         if self.kind == "device":
             return backend_data(est, backend, X, Y, w)
-        stream = backend.row_stream((X, Y, w), est._np_dtype, self.chunk_rows)
+        dtype = est._np_dtype
+        dtypes = (est.network_.input_dtype, dtype, dtype)  # token ids stay integers
+        stream = backend.row_stream((X, Y, w), dtypes, self.chunk_rows)
         return StreamedData(X, Y, w, self.chunk_rows, stream)
 
     def describe(self, n_rows):
@@ -139,7 +141,7 @@ def backend_data(est, backend, X, Y, w):
     """The data moved to the backend once, in the estimator's dtype; batches are gathered there."""
     dtype = est._np_dtype
     return BackendData(
-        backend.asarray(X, dtype),
+        backend.asarray(X, est.network_.input_dtype),  # token ids stay integers
         backend.asarray(Y, dtype),
         None if w is None else backend.asarray(w, dtype),
     )

@@ -84,7 +84,7 @@ def _run_probe(network, loss, X, Y, sizes, probe, training):
     net_loss = copy.deepcopy(loss)
     measured = []
     for n in sizes:
-        Xn, Yn = probe.asarray(X[:n], net.dtype), probe.asarray(Y[:n], net.dtype)
+        Xn, Yn = probe.asarray(X[:n], net.input_dtype), probe.asarray(Y[:n], net.dtype)
         with _traced() as used:
             Z = net.forward(Xn, training=training)
             if training:

@@ -361,7 +361,8 @@ class Trainer:
         backend, dtype = self.backend, self.network.dtype
         for i in range(0, X.shape[0], chunk):
             part = slice(i, i + chunk)  # host data (streamed validation) moves by chunks
-            Z = self.network.forward(backend.asarray(X[part], dtype), training=False)
+            Xb = backend.asarray(X[part], self.network.input_dtype)  # token ids: integers
+            Z = self.network.forward(Xb, training=False)
             wb = None if w is None else backend.asarray(w[part], dtype)
             loss, _ = self.loss(Z, backend.asarray(Y[part], dtype), wb)
             total = total + loss * (Z.shape[0] if wb is None else wb.sum())

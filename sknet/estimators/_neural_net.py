@@ -159,32 +159,40 @@ class _NeuralNet(LayerListMixin, BaseNeuralNetwork):
                 f"{self.input_shape_}"
             )
 
-    def _validate_Xy(self, X, y, reset, **kwargs):
+    def _validate_Xy(self, X, y, reset, names=("X", "y"), **kwargs):
         X, sample_shape = self._split_samples(X)
-        X, y = super()._validate_Xy(X, y, reset, **kwargs)
+        X, y = super()._validate_Xy(X, y, reset, names=names, **kwargs)
         if reset:
             self.input_shape_ = self._resolve_input_shape(X.shape[1], sample_shape)
         else:
             self._check_sample_shape(sample_shape)
-        self._check_token_ids(X)
-        return X, y
+        return self._check_token_ids(X, names[0]), y
 
     def _validate_X_predict(self, X):
         X, sample_shape = self._split_samples(X)
         if hasattr(self, "input_shape_"):
             self._check_sample_shape(sample_shape)
         X = super()._validate_X_predict(X)
-        self._check_token_ids(X)
-        return X
+        return self._check_token_ids(X, "X")
 
     def _takes_token_ids(self):
         layers = getattr(self, "layers", None)
         return bool(layers) and isinstance(layers[0], Embedding)
 
-    def _check_token_ids(self, X):
-        """Token ids are checked once here (on the device for CuPy X), never per batch."""
-        if self._takes_token_ids():
-            self.layers[0].check_ids(X)
+    def _X_dtype(self):
+        # Token ids stay integers (exact: a float32 holds whole numbers up to 2**24 only).
+        return "numeric" if self._takes_token_ids() else super()._X_dtype()
+
+    def _check_token_ids(self, X, name):
+        """Token ids checked once here (on the device for CuPy X), never per batch.
+
+        Returns them as integers (the network's input path keeps them so).
+        """
+        if not self._takes_token_ids():
+            return X
+        embedding = self.layers[0]
+        embedding._validate_params()  # input_dim is compared with the ids: valid first
+        return embedding.check_ids(X, f"token ids ({name})")
 
     def _network_input_shape(self, n_features):
         return self.input_shape_

@@ -164,3 +164,17 @@ def test_importing_sknet_does_not_import_cupy():
     code = "import sys, sknet; sknet.MLPClassifier(); print('cupy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_row_stream_keeps_integer_token_ids_exact(backend):
+    """One dtype per array: ``None`` keeps the array's own (ids above 2**24 stay distinct)."""
+    ids = (2**24 + np.arange(12)).reshape(6, 2)
+    Y = np.arange(6, dtype=np.float64).reshape(6, 1)
+    stream = backend.row_stream((ids, Y, None), (None, np.float32, np.float32), max_rows=4)
+    rows = [np.array([5, 0, 3]), np.array([1, 2, 4])]
+    for (X_chunk, Y_chunk, w_chunk), order in zip(stream.chunks(rows), rows):
+        assert X_chunk.dtype == ids.dtype and Y_chunk.dtype == np.float32 and w_chunk is None
+        np.testing.assert_array_equal(backend.to_numpy(X_chunk), ids[order])
+    one = backend.row_stream((ids,), np.float32, max_rows=6)  # one dtype for all, as before
+    (X_chunk,) = next(one.chunks([np.arange(6)]))
+    assert X_chunk.dtype == np.float32

@@ -200,7 +200,7 @@ def test_presets_are_network_estimators():
     # Each takes its own parameters, not the general estimator's it does not use.
     assert "layers" not in MLPClassifier().get_params()
     assert "hidden_layer_sizes" not in NeuralNetClassifier().get_params()
-    assert "clip_norm" not in ConvNetClassifier().get_params()
+    assert "padding_value" not in ConvNetClassifier().get_params()
 
 
 def test_convnet_preset_is_the_network_of_its_layers(digits):
@@ -298,3 +298,84 @@ def test_global_pooling_regressor_of_mean_values():
     reg = NeuralNetRegressor([TimeDistributed(Dense(4)), GlobalAvgPool1D()], device="cpu")
     reg.set_params(max_iter=3, random_state=0).fit(X, X.mean(axis=(1, 2)))
     assert reg.layers_[-1].units == 1
+
+
+# -- token ids stay integers, exact, from X to the embedding -------------------------------
+# A float32 holds whole numbers up to 2**24 only: 2**24 + 1 rounds to 2**24 (two ids merge),
+# 2**24 + 3 rounds to 2**24 + 4 (a valid id refused as out of the vocabulary).
+BIG = 2**24
+VOCABULARY = BIG + 4
+
+
+def _frozen_table():
+    """An embedding whose rows of the large ids carry their label (+5 for 0, -5 for 1)."""
+    table = np.zeros((VOCABULARY, 1), np.float32)
+    table[BIG], table[BIG + 1], table[BIG + 3] = 5.0, -5.0, -5.0
+    return Embedding(VOCABULARY, 1, trainable=False, weights={"E": table})
+
+
+def _large_ids(n=60):
+    ids = np.array([BIG, BIG + 1, BIG + 3] * (n // 3), np.int64).reshape(-1, 1)
+    return ids, (ids[:, 0] != BIG).astype(int)
+
+
+def test_token_ids_above_2_to_the_24_stay_distinct_and_in_range():
+    ids, labels = _large_ids()
+    clf = NeuralNetClassifier(
+        [_frozen_table(), GlobalAvgPool1D()],
+        learning_rate_init=0.1,
+        max_iter=30,
+        random_state=0,
+        device="cpu",
+    )
+    clf.fit(ids, labels, X_val=ids, y_val=labels)  # the validation set takes the same path
+    assert clf.score(ids, labels) == 1.0
+    assert clf.history_[-1]["valid_score"] == 1.0
+    # float ids holding whole numbers (float64: exact) are the same ids
+    assert_array_equal(clf.predict(ids.astype(np.float64)), labels)
+
+
+def test_the_network_keeps_integer_ids_exact():
+    from sknet.backend import get_backend
+    from sknet.engine._network import Network
+
+    network = Network.build(
+        [_frozen_table(), Flatten()],
+        (1,),
+        backend=get_backend("cpu"),
+        dtype=np.float32,
+        rng=np.random.RandomState(0),
+    )
+    assert network.input_dtype is None
+    out = network.predict(np.array([[BIG], [BIG + 1], [BIG + 3]]))
+    assert_array_equal(out.ravel(), [5.0, -5.0, -5.0])
+
+
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        ([[0, 16], [1, 2]], r"token ids \(X\) must be in \[0, 16\) .*from 0 to 16"),
+        ([[0.0, 2.5], [1, 2]], r"token ids \(X\) must be whole numbers .*got 2.5 at \(0, 1\)"),
+        ([[-1, 3], [1, 2]], r"token ids \(X\) must be in \[0, 16\) .*from -1 to 3"),
+    ],
+)
+def test_bad_token_ids_are_a_value_error_naming_them(ids, message):
+    clf = NeuralNetClassifier([Embedding(16, 2), GlobalAvgPool1D()], max_iter=2, device="cpu")
+    with pytest.raises(ValueError, match=message):
+        clf.fit(np.array(ids), [0, 1])
+    fitted = clf.fit(np.array([[0, 1], [2, 3]]), [0, 1])
+    with pytest.raises(ValueError, match=message):
+        fitted.predict(np.array(ids))
+
+
+def test_embedding_parameters_are_checked_before_the_ids_are_compared():
+    clf = NeuralNetClassifier([Embedding("x", 4), GlobalAvgPool1D()], device="cpu")
+    with pytest.raises(ValueError, match=r"'input_dim' parameter of Embedding .*Got 'x'"):
+        clf.fit(np.array([[1, 2], [0, 1]]), [0, 1])
+
+
+def test_bad_token_ids_of_X_val_are_named_X_val():
+    ids = np.array([[1, 2], [0, 1], [3, 1], [2, 2]])
+    clf = NeuralNetClassifier([Embedding(4, 2), GlobalAvgPool1D()], max_iter=2, device="cpu")
+    with pytest.raises(ValueError, match=r"token ids \(X_val\) must be in \[0, 4\)"):
+        clf.fit(ids, [0, 1, 0, 1], X_val=ids + 1, y_val=[0, 1, 0, 1])
