@@ -126,6 +126,13 @@ def sequence_kernels(jit, reduce_jit):
                 row[j] += src[j]
 
     @jit
+    def dropout_apply(X, u, threshold, scale, out):
+        # flat views: out = X * scale where u >= threshold, else 0 (out may be X)
+        zero = out.dtype.type(0)
+        for i in range(X.shape[0]):
+            out[i] = X[i] * scale if u[i] >= threshold else zero
+
+    @jit
     def max_pool_1d_forward(Xp, kernel, stride, Y, argmax):
         # Y (N, OT, C): each window's maximum per feature, the first one winning ties;
         # argmax its step in Xp (N, Tp, C). Features innermost: the selects vectorize.
@@ -155,6 +162,7 @@ def sequence_kernels(jit, reduce_jit):
                     out[n, at[c], c] += grad[c]
 
     return {
+        "dropout_apply": dropout_apply,
         "max_pool_1d_forward": max_pool_1d_forward,
         "max_pool_1d_backward": max_pool_1d_backward,
         "scatter_add_rows": scatter_add_rows,

@@ -108,6 +108,16 @@ class NumpySequenceKernels:
         self.kernels["max_pool_1d_backward"](dY, argmax, out)
         return out
 
+    def dropout_apply(self, X, u, threshold, scale, out):
+        if self.kernels is None or not _c_arrays(X, u, out):
+            return super().dropout_apply(X, u, threshold, scale, out)
+        fits = X.size == u.size == out.size and out.shape == X.shape and u.dtype == np.uint16
+        require("dropout_apply", fits, X, u, out)
+        self.kernels["dropout_apply"](
+            X.reshape(-1), u.reshape(-1), int(threshold), X.dtype.type(scale), out.reshape(-1)
+        )
+        return out
+
     def random_bits(self, generator, shape):
         # the generator's raw 64-bit draws, four 16-bit numbers each
         count = int(np.prod(shape))

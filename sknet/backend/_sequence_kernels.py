@@ -19,6 +19,17 @@ class SequenceKernels:
         """
         return generator.integers(0, 1 << 16, size=shape, dtype=self.xp.uint16)
 
+    def dropout_apply(self, X, u, threshold, scale, out):
+        """``out = X * scale`` where the draw ``u >= threshold``, 0 elsewhere (dropped).
+
+        ``u`` (:meth:`random_bits`) has ``X``'s number of elements; ``out`` may
+        be ``X``. The same call with the same draws is the backward pass.
+        """
+        xp = self.xp
+        xp.multiply(X, u.reshape(X.shape) >= threshold, out=out)
+        out *= scale
+        return out
+
     # -- layer normalization over the last axis of rows (n, F) ---------------
     def layer_norm_forward(self, X, gamma, beta, epsilon, out, xhat, inv_std):
         """``out = xhat * gamma + beta`` with ``xhat`` each row of ``X`` (n, F) standardized.

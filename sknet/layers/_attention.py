@@ -17,7 +17,6 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from sknet.backend import get_array_module
 from sknet.layers._base import Layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS, Number
 from sknet.layers._steps import check_sequence_shape, checked_mask, work_arrays
@@ -31,7 +30,7 @@ class RandomDraws:
     numbers (uniform 16-bit integers, :meth:`~sknet.backend.Backend.random_bits`),
     drawn whole and handed out by rows when the batch is split over threads
     (:meth:`~sknet.layers.Layer.split_draws`), so the model does not depend on
-    the split; :func:`keep_factors` turns them into a dropout's factors.
+    the split; :func:`dropout_factor` says which are dropped.
     """
 
     def start_draws(self, rng):
@@ -84,18 +83,15 @@ class RandomDraws:
             self._generator = None
 
 
-def keep_factors(u, rate, out):
-    """Inverted dropout's factors from 16-bit draws ``u``: 0 (dropped) or ``1 / (1 - r)``.
+def dropout_factor(rate):
+    """``(threshold, scale)`` of inverted dropout on 16-bit draws (``Backend.dropout_apply``).
 
     A draw is dropped below ``round(rate * 65536)``: the rate ``r`` applied is
     ``rate`` to the nearest 1/65536, and the kept values are scaled by that
-    ``r``'s ``1 / (1 - r)``, so the expectation is unchanged. Into ``out``.
+    ``r``'s ``1 / (1 - r)``, so the expectation is unchanged.
     """
     threshold = int(round(rate * 65536))
-    xp = get_array_module(out)
-    xp.greater_equal(u.reshape(out.shape), threshold, out=out)
-    out *= 65536.0 / (65536 - threshold)
-    return out
+    return threshold, 65536.0 / (65536 - threshold)
 
 
 def check_rate(rate, name="dropout"):
@@ -189,10 +185,9 @@ def attention_forward(layer, X, key_mask, training, u=None):
     S = buffer("att_S", (N, H, Tq, Tk))
     xp.matmul(views["q"], views["k"].transpose(0, 1, 3, 2), out=S)
     P = backend.attention_softmax(S, key_mask, layer.causal)
-    keep, Pd = None, P
+    Pd = P
     if u is not None:
-        keep = keep_factors(u, layer.dropout, buffer("att_keep", P.shape))
-        Pd = xp.multiply(P, keep, out=buffer("att_Pd", P.shape))
+        Pd = backend.dropout_apply(P, u, *dropout_factor(layer.dropout), buffer("att_Pd", P.shape))
     O = buffer("att_O", (N, Tq, H, d))
     xp.matmul(Pd, views["v"], out=O.transpose(0, 2, 1, 3))
     O2 = O.reshape(N * Tq, E)
@@ -200,7 +195,7 @@ def attention_forward(layer, X, key_mask, training, u=None):
     Y += p["bo"]
     if training:
         layer._cache.update(
-            att_groups=kept, att_views=views, att_P=P, att_Pd=Pd, att_keep=keep, att_O2=O2
+            att_groups=kept, att_views=views, att_P=P, att_Pd=Pd, att_u=u, att_O2=O2
         )
     return Y.reshape(N, Tq, F)
 
@@ -226,8 +221,8 @@ def attention_backward(layer, dY, with_params, with_input):
     P, Pd = cache["att_P"], cache["att_Pd"]
     dP = xp.matmul(dO, views["v"].transpose(0, 1, 3, 2), out=layer._buffer("att_dP", P.shape))
     xp.matmul(Pd.transpose(0, 1, 3, 2), dO, out=grads["v"])
-    if cache["att_keep"] is not None:
-        dP *= cache["att_keep"]
+    if cache["att_u"] is not None:
+        backend.dropout_apply(dP, cache["att_u"], *dropout_factor(layer.dropout), dP)
     dS = backend.attention_softmax_grad(dP, P)
     xp.matmul(dS, views["k"], out=grads["q"])
     xp.matmul(dS.transpose(0, 1, 3, 2), views["q"], out=grads["k"])

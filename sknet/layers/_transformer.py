@@ -13,7 +13,7 @@ from sknet.layers._attention import (
     attention_forward,
     attention_geometry,
     check_rate,
-    keep_factors,
+    dropout_factor,
 )
 from sknet.layers._base import Layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS, Number
@@ -215,9 +215,8 @@ class TransformerEncoderBlock(RandomDraws, Layer):
         """``Z`` times the kept (and rescaled) mask of uniform numbers ``u``, in place."""
         if u is None:
             return Z
-        keep = keep_factors(u, self.dropout, self._buffer("keep_" + key, Z.shape))
-        Z *= keep
-        self._cache["keep_" + key] = keep
+        self.backend_.dropout_apply(Z, u, *dropout_factor(self.dropout), Z)
+        self._cache["drawn_" + key] = u
         return Z
 
     def _residual(self, X, branch, u, key, training):
@@ -272,8 +271,11 @@ class TransformerEncoderBlock(RandomDraws, Layer):
 
     def _undrop(self, dZ, key):
         """The gradient through a branch's dropout (a new array when there is one)."""
-        keep = self._cache.get("keep_" + key)
-        return dZ if keep is None else dZ * keep.reshape(dZ.shape)
+        u = self._cache.get("drawn_" + key)
+        if u is None:
+            return dZ
+        out = self._buffer("undrop_" + key, dZ.shape)
+        return self.backend_.dropout_apply(dZ, u, *dropout_factor(self.dropout), out)
 
     def _feed_forward_backward(self, dOut, train):
         """The gradient of :meth:`_feed_forward`'s input rows; its parameters' with ``train``."""
@@ -282,8 +284,8 @@ class TransformerEncoderBlock(RandomDraws, Layer):
             xp.matmul(cache["ff_Gd"].T, dOut, out=self.grads["W2"])
             dOut.sum(axis=0, out=self.grads["b2"])
         dG = xp.matmul(dOut, p["W2"].T, out=self._buffer("ff_dG", cache["ff_G"].shape))
-        if "keep_hidden" in cache:
-            dG *= cache["keep_hidden"]
+        if "drawn_hidden" in cache:
+            backend.dropout_apply(dG, cache["drawn_hidden"], *dropout_factor(self.dropout), dG)
         act = self.activation
         if activation_needs_input(act):
             dG = backend.activation_backward(act, dG, cache["ff_G"], cache["ff_Z"], dG)

@@ -143,17 +143,20 @@ def test_scatter_add_rows_sums_repeated_rows(backend):
     assert_allclose(backend.to_numpy(out), target, atol=1e-12)
 
 
-def test_random_bits_and_the_dropout_factors_they_give(backend):
-    from sknet.layers._attention import keep_factors
-
+def test_random_bits_and_the_dropout_they_drive(backend):
     u = backend.random_bits(backend.random_generator(0), (4, 50000))
     assert u.dtype == np.uint16 and u.shape == (4, 50000)
     values = backend.to_numpy(u)
     assert abs(values.mean() / 65535 - 0.5) < 0.01 and values.min() < 100 and values.max() > 65400
-    factors = backend.to_numpy(keep_factors(u, 0.3, backend.xp.empty((4, 50000), np.float32)))
-    kept = factors > 0
-    assert abs(kept.mean() - 0.7) < 0.01
-    assert_allclose(np.unique(factors[kept]), [65536 / (65536 - round(0.3 * 65536))], rtol=1e-6)
+    X = np.random.RandomState(5).standard_normal((4, 50000)).astype(np.float32)
+    threshold, scale = 19661, 65536 / (65536 - 19661)  # a rate of 0.3
+    out = backend.dropout_apply(backend.asarray(X), u, threshold, scale, backend.xp.empty_like(X))
+    expected = np.where(values >= threshold, X * np.float32(scale), 0)
+    assert_allclose(backend.to_numpy(out), expected, rtol=1e-6)
+    assert abs((values >= threshold).mean() - 0.7) < 0.01
+    same = backend.asarray(X.copy())  # in place: out is X
+    backend.dropout_apply(same, u, threshold, scale, same)
+    assert_allclose(backend.to_numpy(same), expected, rtol=1e-6)
 
 
 def test_the_compiled_pooling_and_scatter_refuse_indices_outside_their_arrays():
