@@ -32,10 +32,16 @@ from numbers import Integral as _Integral
 from numbers import Real as _Real
 
 import joblib
-import numpy as np
+from sklearn.utils._param_validation import StrOptions as _StrOptions
 
 from sknet.engine._callbacks import BestWeights as _BestWeights
 from sknet.engine._callbacks import Callback, TrainingState
+from sknet.engine._callbacks import improved as _improved
+from sknet.engine._callbacks import resolve_mode as _resolve_mode
+from sknet.engine._schedules import cosine_rate as _cosine_rate
+from sknet.engine._schedules import warmup_rate as _warmup_rate
+from sknet.layers._constraints import Count as _Count
+from sknet.layers._constraints import Number as _Number
 from sknet.layers._tree import leaves as _leaves
 from sknet.layers._tree import set_flags as _set_flags
 
@@ -50,22 +56,6 @@ __all__ = [
     "TrainingState",
     "Unfreeze",
 ]
-
-
-def _improved(value, best, mode, min_delta):
-    if value is None or not np.isfinite(value):
-        return False
-    if best is None:
-        return True
-    return value < best - min_delta if mode == "min" else value > best + min_delta
-
-
-def _resolve_mode(mode, monitor):
-    if mode not in ("auto", "min", "max"):
-        raise ValueError(f"mode must be 'auto', 'min' or 'max', got {mode!r}")
-    if mode == "auto":
-        return "max" if "score" in monitor else "min"
-    return mode
 
 
 class EarlyStopping(Callback):
@@ -111,6 +101,14 @@ class EarlyStopping(Callback):
     >>> fitted.stopped_epoch_ - fitted.best_epoch_  # two epochs without improvement
     2
     """
+
+    _parameter_constraints: dict = {
+        "monitor": [str],
+        "patience": [_Count(0)],
+        "min_delta": [_Number(0, None, closed="left")],
+        "mode": [_StrOptions({"auto", "min", "max"})],
+        "restore_best_weights": ["boolean"],
+    }
 
     def __init__(
         self,
@@ -193,6 +191,12 @@ class Checkpoint(Callback):
     >>> tmp.cleanup()
     """
 
+    _parameter_constraints: dict = {
+        "path": [str, os.PathLike],
+        "monitor": [str, None],
+        "mode": [_StrOptions({"auto", "min", "max"})],
+    }
+
     def __init__(self, path, monitor="valid_loss", mode="auto"):
         self.path = path
         self.monitor = monitor
@@ -232,8 +236,10 @@ class Checkpoint(Callback):
 class LRScheduler(Callback):
     """Change the learning rate between epochs.
 
-    For ``solver='sgd'`` this sets the learning rate; for ``'adam'`` the base
-    step size (``learning_rate_init``) that Adam's bias correction scales.
+    For ``solver='sgd'`` this sets the learning rate; for ``'adam'`` and
+    ``'adamw'`` the base step size (``learning_rate_init``) that Adam's bias
+    correction scales. The recipe of tabular networks with AdamW is
+    ``policy='cosine'`` with a ``warmup`` (the policy starts after it).
 
     Parameters
     ----------
@@ -245,13 +251,16 @@ class LRScheduler(Callback):
     step_size : int, default=10
     gamma : float, default=0.1
     T_max : int or None, default=None
-        Epochs of the cosine schedule; ``None`` means the estimator's ``max_iter``.
+        Epochs of the cosine; ``None``: the estimator's ``max_iter - warmup``.
     monitor : str, default='valid_loss'
         For ``'plateau'``.
     patience : int, default=5
         For ``'plateau'``.
     min_lr : float, default=0.0
         The rate never goes below this.
+    warmup : int, default=0
+        Epochs of linear warm-up before the policy: the rate rises batch by
+        batch, from ``initial / n`` to ``initial`` at batch ``n``, the last of them.
 
     Examples
     --------
@@ -268,6 +277,17 @@ class LRScheduler(Callback):
     [0.1, 0.05, 0.025]
     """
 
+    _parameter_constraints: dict = {
+        "policy": [_StrOptions({"step", "cosine", "plateau"})],
+        "step_size": [_Count(1)],
+        "gamma": [_Number(0, None)],
+        "T_max": [_Count(1), None],
+        "monitor": [str],
+        "patience": [_Count(0)],
+        "min_lr": [_Number(0, None, closed="left")],
+        "warmup": [_Count(0)],
+    }
+
     def __init__(
         self,
         policy="step",
@@ -277,6 +297,7 @@ class LRScheduler(Callback):
         monitor="valid_loss",
         patience=5,
         min_lr=0.0,
+        warmup=0,
     ):
         self.policy = policy
         self.step_size = step_size
@@ -285,6 +306,7 @@ class LRScheduler(Callback):
         self.monitor = monitor
         self.patience = patience
         self.min_lr = min_lr
+        self.warmup = warmup
 
     def on_train_begin(self, state):
         if self.policy not in ("step", "cosine", "plateau"):
@@ -292,21 +314,36 @@ class LRScheduler(Callback):
         state.require_optimizer("LRScheduler")
         if self.policy == "plateau":
             state.check_monitor(self.monitor, "LRScheduler(policy='plateau')")
+        warmup = self.warmup
+        if isinstance(warmup, bool) or not isinstance(warmup, _Integral) or warmup < 0:
+            raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
         self._initial = state.learning_rate
         self._epochs, self._best, self._wait = 0, None, 0
         self._mode = _resolve_mode("auto", self.monitor)
+        self._batches = math.ceil(state.n_train_rows / state.batch_size)
+        self._steps = warmup * self._batches
+
+    def on_epoch_begin(self, state, epoch):
+        self._warm(state, self._epochs * self._batches + 1)  # the epoch's first batch
+
+    def on_batch_end(self, state, batch, size):
+        if batch + 1 < self._batches:  # the next one of this epoch (the history row
+            self._warm(state, self._epochs * self._batches + batch + 2)  # keeps the last)
+
+    def _warm(self, state, step):
+        if step <= self._steps:
+            state.learning_rate = _warmup_rate(self._initial, step, self._steps)
 
     def on_epoch_end(self, state, epoch, logs):
         self._epochs += 1
-        lr = state.learning_rate
+        epochs, lr = self._epochs - self.warmup, state.learning_rate  # after the warm-up
+        if epochs <= 0:
+            return False
         if self.policy == "step":
-            lr = self._initial * self.gamma ** (self._epochs // self.step_size)
+            lr = self._initial * self.gamma ** (epochs // self.step_size)
         elif self.policy == "cosine":
-            T_max = self.T_max or state.estimator.max_iter
-            progress = min(self._epochs, T_max) / T_max
-            lr = self.min_lr + (self._initial - self.min_lr) * 0.5 * (
-                1 + math.cos(math.pi * progress)
-            )
+            T_max = self.T_max or max(state.estimator.max_iter - self.warmup, 1)
+            lr = _cosine_rate(self._initial, self.min_lr, epochs, T_max)
         else:
             value = logs[self.monitor]
             if _improved(value, self._best, self._mode, 0.0):
@@ -536,6 +573,12 @@ class Unfreeze(Callback):
     >>> clf.layers_[1].trainable, clf.layers[1].trainable
     (True, False)
     """
+
+    _parameter_constraints: dict = {
+        "epoch": [_Count(1)],
+        "layers": [list, tuple, None],
+        "lr_scale": [_Number(0, None), None],
+    }
 
     def __init__(self, epoch=5, layers=None, lr_scale=None):
         self.epoch = epoch

@@ -326,6 +326,51 @@ def test_lr_scheduler_reduces_on_plateau(split):
     assert lrs[:3] == [0.01, 0.01, 0.01] and lrs[3] == pytest.approx(0.001)
 
 
+class BatchRates(Callback):
+    """The learning rate each batch was trained with (placed before the scheduler)."""
+
+    def on_train_begin(self, state):
+        self.rates_ = []
+
+    def on_batch_end(self, state, batch, size):
+        self.rates_.append(state.learning_rate)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "adam", "adamw"])
+def test_lr_scheduler_warms_up_batch_by_batch_then_anneals(solver, split):
+    X_train, _, y_train, _ = split
+    X, y = X_train[:200], y_train[:200]  # 4 batches of 50 an epoch
+    clf = MLPClassifier(
+        solver=solver,
+        learning_rate_init=0.01,
+        batch_size=50,
+        max_iter=6,
+        device="cpu",
+        callbacks=[BatchRates(), LRScheduler("cosine", warmup=2)],  # T_max: 6 - 2
+    ).fit(X, y)
+    rates = clf.callbacks_[0].rates_
+    cosine = [0.01 * (1 + np.cos(np.pi * e / 4)) / 2 for e in range(4)]
+    expected = [0.01 * k / 8 for k in range(1, 9)] + [c for c in cosine for _ in range(4)]
+    assert_allclose(rates, expected, rtol=1e-12)
+    assert_allclose([row["learning_rate"] for row in clf.history_], expected[3::4])
+    step = MLPClassifier(
+        learning_rate_init=0.01,
+        batch_size=50,
+        max_iter=4,
+        device="cpu",
+        callbacks=[LRScheduler("step", step_size=1, gamma=0.5, warmup=1)],
+    ).fit(X, y)
+    assert_allclose([row["learning_rate"] for row in step.history_], [0.01, 0.01, 0.005, 0.0025])
+
+
+@pytest.mark.parametrize("warmup", [-1, 1.5, True])
+def test_lr_scheduler_refuses_a_bad_warmup(warmup, split):
+    X_train, _, y_train, _ = split
+    clf = MLPClassifier(max_iter=1, device="cpu", callbacks=[LRScheduler(warmup=warmup)])
+    with pytest.raises(ValueError, match="warmup must be an integer >= 0, got"):
+        clf.fit(X_train[:50], y_train[:50])
+
+
 def test_terminate_on_nan_keeps_the_last_finite_model(split):
     X_train, _, y_train, _ = split
     clf = MLPClassifier(

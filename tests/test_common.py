@@ -33,6 +33,7 @@ from sknet import (
     RNNClassifier,
     RNNRegressor,
 )
+from sknet.layers import EnsembleDense, EnsembleInput
 from sknet.tabular import TabularEncoder
 
 # Defaults (float32), and float64, whose regressor also declares multi-output
@@ -54,6 +55,10 @@ ESTIMATORS = [
     RNNClassifier(dtype="float64"),
     RNNRegressor(),
     RNNRegressor(dtype="float64"),
+    # the recipe's options, and the parameter-efficient ensemble (a member axis to the end)
+    NeuralNetClassifier(solver="adamw", label_smoothing=0.1, clip_norm=1.0),
+    NeuralNetClassifier([EnsembleInput(3), EnsembleDense(16, activation="relu")]),
+    NeuralNetRegressor([EnsembleInput(3), EnsembleDense(16, activation="relu")], solver="adamw"),
     # (a fixed random_state: the checks seed top-level random_state parameters only)
     FeatureExtractor(MLPClassifier(hidden_layer_sizes=(8,), max_iter=20, random_state=0)),
     FeatureExtractor(MLPRegressor(hidden_layer_sizes=(8,), max_iter=20, random_state=0)),

@@ -4,11 +4,14 @@
 :mod:`sknet.callbacks`, the engine's own scikit-learn rules in
 :mod:`~sknet.engine._convergence`, and users'); the trainer calls its hooks
 with a :class:`TrainingState`, never its locals. :class:`BestWeights` is the
-one save/restore helper of early stopping and of TerminateOnNaN.
+one save/restore helper of early stopping and of TerminateOnNaN;
+:func:`improved` and :func:`resolve_mode` compare a monitored value with the
+best so far, for the callbacks that watch one.
 """
 
 import copy
 
+import numpy as np
 from sklearn.base import BaseEstimator
 
 
@@ -146,7 +149,7 @@ class TrainingState:
         """The optimizer; a ValueError naming ``who`` with ``solver='lbfgs'``."""
         if self.optimizer is None:
             raise ValueError(
-                f"{who} needs solver='sgd' or 'adam'; this "
+                f"{who} needs solver='sgd', 'adam' or 'adamw'; this "
                 f"{type(self.estimator).__name__} has solver='lbfgs'"
             )
         return self.optimizer
@@ -229,3 +232,24 @@ def copy_callbacks(callbacks):
 def overrides(callback, hook):
     """Whether ``callback``'s class defines its own ``hook`` (not the no-op of Callback)."""
     return getattr(type(callback), hook) is not getattr(Callback, hook)
+
+
+def improved(value, best, mode, min_delta):
+    """Whether ``value`` beats ``best`` by more than ``min_delta`` (``mode`` 'min' or 'max').
+
+    A missing or non-finite value never improves; any value beats no best.
+    """
+    if value is None or not np.isfinite(value):
+        return False
+    if best is None:
+        return True
+    return value < best - min_delta if mode == "min" else value > best + min_delta
+
+
+def resolve_mode(mode, monitor):
+    """``mode`` with ``'auto'`` resolved: scores are maximized, anything else minimized."""
+    if mode not in ("auto", "min", "max"):
+        raise ValueError(f"mode must be 'auto', 'min' or 'max', got {mode!r}")
+    if mode == "auto":
+        return "max" if "score" in monitor else "min"
+    return mode

@@ -1,11 +1,12 @@
-"""Optimizers: SGD (momentum, Nesterov) and Adam updating parameters in place,
+"""Optimizers: SGD (momentum, Nesterov), Adam and AdamW updating parameters in place,
 scikit-learn's learning-rate schedules, and L-BFGS through SciPy.
 
 A stochastic optimizer holds references to the layers' parameter arrays and
 updates them in place with :meth:`step`; its state (velocities, moments) lives
 on the backend next to the parameters and survives ``warm_start`` and
-``partial_fit``. The update formulas are scikit-learn's
-(``sklearn.neural_network._stochastic_optimizers``).
+``partial_fit``. The update formulas of SGD and Adam are scikit-learn's
+(``sklearn.neural_network._stochastic_optimizers``); AdamW's are PyTorch's
+(``torch.optim.AdamW``).
 """
 
 from abc import ABC, abstractmethod
@@ -277,6 +278,90 @@ class Adam(StochasticOptimizer):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
 
 
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, ICLR 2019), as PyTorch's.
+
+    Each step first shrinks the decayed parameters, ``p *= 1 - lr * weight_decay``
+    (``lr`` the base step size times the layer's ``lr_scale``), then takes
+    Adam's step, written as ``torch.optim.AdamW`` writes it: ``epsilon`` is
+    added to the bias-corrected ``sqrt(v_hat)``, where :class:`Adam` (as
+    scikit-learn) adds it to ``sqrt(v)``. The decay is not a gradient term:
+    Adam's normalization does not scale it, so every weight shrinks by the
+    same fraction whatever its gradients' size.
+
+    Only the layers' ``regularized`` parameters decay (weights, not biases,
+    normalization scales or embedding frequencies), the parameters the L2
+    penalty ``alpha`` covers, as TabM and most recipes exclude biases and
+    normalizations from weight decay.
+
+    Parameters
+    ----------
+    params : list of arrays
+    backend : Backend
+    learning_rate_init : float, default=0.001
+    beta_1, beta_2 : float, default=0.9, 0.999
+    epsilon : float, default=1e-8
+    weight_decay : float, default=0.01
+        PyTorch's default.
+
+    Attributes
+    ----------
+    decay_sizes : list of int
+        How many leading values of each parameter array decay (the layout puts
+        the regularized parameters first in each array).
+    """
+
+    def __init__(
+        self,
+        params,
+        backend,
+        learning_rate_init=0.001,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        weight_decay=0.01,
+    ):
+        super().__init__(params, backend, learning_rate_init, beta_1, beta_2, epsilon)
+        self.weight_decay = weight_decay
+        self.decay_sizes = [int(p.size) for p in self.params]
+
+    def follow(self, parameters):
+        super().follow(parameters)
+        self.decay_sizes = decay_sizes(parameters)
+
+    def step(self, grads):
+        self.t += 1
+        b1, b2 = self.beta_1, self.beta_2
+        correction = np.sqrt(1 - b2**self.t)
+        self.learning_rate = self.learning_rate_init * correction / (1 - b1**self.t)
+        # torch's epsilon on sqrt(v_hat) = sqrt(v) / correction is ours times correction
+        update, eps = self.backend.adam_update, self.epsilon * correction
+        wd, sizes = float(self.weight_decay), self.__dict__.get("decay_sizes") or ()
+        rates = self._scaled(self.learning_rate_init)
+        for i, (p, g, m, v, lr) in enumerate(zip(self.params, grads, self.ms, self.vs, rates)):
+            size = sizes[i] if i < len(sizes) else 0
+            if wd and size:
+                p[:size] *= 1.0 - lr * wd
+            update(p, g, m, v, lr * correction / (1 - b1**self.t), b1, b2, eps, self._tmp_like(p))
+
+
+def decay_sizes(parameters):
+    """How many leading values of each of ``parameters``' segments are regularized.
+
+    ``parameters`` is the trainer's
+    :class:`~sknet.engine._layout.ParameterLayout`, whose segments hold their
+    regularized parameters first (its ``regularized_ranges``).
+    """
+    starts, offset = [], 0
+    for segment in parameters.param_segments:
+        starts.append(offset)
+        offset += int(segment.size)
+    sizes = [0] * len(starts)
+    for start, stop in parameters.regularized_ranges:
+        sizes[starts.index(start)] = stop - start
+    return sizes
+
+
 def make_optimizer(est, trainer):
     """The optimizer ``est``'s parameters ask for, over ``trainer``'s parameter segments.
 
@@ -298,7 +383,7 @@ def make_optimizer(est, trainer):
         )
     else:
         cls, hyper = (
-            Adam,
+            AdamW if est.solver == "adamw" else Adam,
             dict(
                 learning_rate_init=est.learning_rate_init,
                 beta_1=est.beta_1,
@@ -306,6 +391,8 @@ def make_optimizer(est, trainer):
                 epsilon=est.epsilon,
             ),
         )
+        if cls is AdamW:
+            hyper["weight_decay"] = getattr(est, "weight_decay", 0.01)
     optimizer = getattr(est, "_optimizer", None)
     if type(optimizer) is cls:
         optimizer.follow(trainer.parameters)
@@ -314,4 +401,6 @@ def make_optimizer(est, trainer):
         optimizer = cls(trainer.parameters.param_segments, trainer.backend, **hyper)
         optimizer.layout = trainer.parameters.entries
         optimizer.lr_scales = trainer.parameters.lr_scales
+        if cls is AdamW:
+            optimizer.decay_sizes = decay_sizes(trainer.parameters)
     return optimizer

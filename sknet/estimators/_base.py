@@ -56,7 +56,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "solver": [StrOptions({"lbfgs", "sgd", "adam"})],
+        "solver": [StrOptions({"lbfgs", "sgd", "adam", "adamw"})],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "batch_size": [
             StrOptions({"auto"}),
@@ -79,6 +79,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         "beta_1": [Interval(Real, 0, 1, closed="left")],
         "beta_2": [Interval(Real, 0, 1, closed="left")],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
         "n_iter_no_change": [
             Interval(Integral, 1, None, closed="left"),
             Options(Real, {np.inf}),

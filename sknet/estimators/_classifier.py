@@ -15,7 +15,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.metrics import accuracy_score
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import column_or_1d
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import (
@@ -26,7 +26,7 @@ from sklearn.utils.multiclass import (
 
 from sknet.backend import get_array_module, is_device_array
 from sknet.engine._validation import check_finite
-from sknet.losses import CLASSIFIER_LOSSES, Loss, estimator_loss
+from sknet.losses import CLASSIFIER_LOSSES, LogLoss, Loss, estimator_loss
 
 
 def _check_partial_fit_first_call(clf, classes):
@@ -66,6 +66,7 @@ class NetworkClassifierMixin(ClassifierMixin):
     _parameter_constraints: dict = {
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "loss": [StrOptions(set(CLASSIFIER_LOSSES)), Loss],
+        "label_smoothing": [Interval(Real, 0, 1, closed="left")],
     }
 
     def _class_sample_weight(self, Y, incremental):
@@ -95,7 +96,20 @@ class NetworkClassifierMixin(ClassifierMixin):
 
     def _make_loss(self):
         # A classifier's loss outputs probabilities: refused otherwise, before training.
-        return estimator_loss(self.loss, self._label_binarizer.y_type_, self)
+        return estimator_loss(self._smoothed_loss(), self._label_binarizer.y_type_, self)
+
+    def _smoothed_loss(self):
+        """``loss``, with ``label_smoothing`` when it is the log-loss by name."""
+        smoothing = getattr(self, "label_smoothing", 0.0)
+        if not smoothing:
+            return self.loss
+        if isinstance(self.loss, str) and self.loss == "log_loss":
+            return LogLoss(label_smoothing=smoothing)
+        raise ValueError(
+            f"label_smoothing={smoothing!r} applies to loss='log_loss', but loss is "
+            f"{self.loss!r}: give the loss object its own smoothing (such as "
+            "LogLoss(label_smoothing=...)), or set label_smoothing=0."
+        )
 
     def _validate_input(self, X, y, incremental, reset, names=("X", "y")):
         X, y = self._validate_Xy(X, y, reset, names=names)

@@ -17,6 +17,7 @@ from sknet.estimators._classifier import NetworkClassifierMixin
 from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
+    CLIP_NORM_DOC,
     FITTED_ATTRIBUTES_DOC,
     REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
@@ -253,6 +254,8 @@ class ConvNetClassifier(_ConvNetPreset, NeuralNetClassifier):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
+        clip_norm=None,
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
@@ -261,6 +264,7 @@ class ConvNetClassifier(_ConvNetPreset, NeuralNetClassifier):
         callbacks=None,
         class_weight=None,
         loss="log_loss",
+        label_smoothing=0.0,
     ):
         self.conv_filters = conv_filters
         self.kernel_size = kernel_size
@@ -291,6 +295,8 @@ class ConvNetClassifier(_ConvNetPreset, NeuralNetClassifier):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.clip_norm = clip_norm
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
@@ -299,6 +305,7 @@ class ConvNetClassifier(_ConvNetPreset, NeuralNetClassifier):
         self.callbacks = callbacks
         self.class_weight = class_weight
         self.loss = loss
+        self.label_smoothing = label_smoothing
 
 
 class ConvNetRegressor(_ConvNetPreset, NeuralNetRegressor):
@@ -376,6 +383,8 @@ class ConvNetRegressor(_ConvNetPreset, NeuralNetRegressor):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
+        clip_norm=None,
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
@@ -413,6 +422,8 @@ class ConvNetRegressor(_ConvNetPreset, NeuralNetRegressor):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.clip_norm = clip_norm
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
@@ -424,13 +435,17 @@ class ConvNetRegressor(_ConvNetPreset, NeuralNetRegressor):
 fill_doc(
     ConvNetClassifier,
     parameters=(
-        _CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC + CLASSIFIER_LOSS_DOC
+        _CONVNET_PARAMETERS_DOC
+        + TRAINING_PARAMETERS_DOC
+        + CLIP_NORM_DOC
+        + CLASS_WEIGHT_DOC
+        + CLASSIFIER_LOSS_DOC
     ),
     attributes=FITTED_ATTRIBUTES_DOC,
 )
 fill_doc(
     ConvNetRegressor,
     loss=REGRESSOR_LOSS_DOC,
-    parameters=_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
+    parameters=_CONVNET_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLIP_NORM_DOC,
     attributes=FITTED_ATTRIBUTES_DOC,
 )

@@ -5,9 +5,11 @@ so each list is written once.
 """
 
 TRAINING_PARAMETERS_DOC = """
-    solver : {'lbfgs', 'sgd', 'adam'}, default='adam'
-        ``'adam'`` and ``'sgd'`` train by mini-batches on the backend;
-        ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
+    solver : {'lbfgs', 'sgd', 'adam', 'adamw'}, default='adam'
+        ``'adam'``, ``'adamw'`` and ``'sgd'`` train by mini-batches on the
+        backend; ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
+        ``'adamw'`` is Adam with decoupled weight decay (Loshchilov & Hutter),
+        as ``torch.optim.AdamW``: see ``weight_decay``.
 
     alpha : float, default=0.0001
         Strength of the L2 penalty, divided by the (weighted) batch size.
@@ -20,7 +22,8 @@ TRAINING_PARAMETERS_DOC = """
         Learning-rate schedule, for ``solver='sgd'`` only.
 
     learning_rate_init : float, default=0.001
-        Initial learning rate (``'sgd'`` and ``'adam'``).
+        Initial learning rate (``'sgd'``, ``'adam'`` and ``'adamw'``); a
+        schedule such as :class:`~sknet.callbacks.LRScheduler` changes it.
 
     power_t : float, default=0.5
         Exponent of ``'invscaling'``.
@@ -77,6 +80,12 @@ TRAINING_PARAMETERS_DOC = """
 
     epsilon : float, default=1e-8
         Adam's numerical-stability constant.
+
+    weight_decay : float, default=0.01
+        AdamW's decoupled weight decay, ``solver='adamw'`` only (PyTorch's
+        default): each step multiplies the weights by ``1 - learning_rate *
+        weight_decay`` before Adam's update. It applies to the parameters
+        ``alpha`` penalizes (weights, not biases); consider ``alpha=0`` with it.
 
     n_iter_no_change : int, default=10
         Epochs without ``tol`` improvement before stopping.
@@ -183,6 +192,13 @@ CLASSIFIER_LOSS_DOC = """
         (:class:`~sknet.losses.FocalLoss`, ``gamma=2``, for rare classes), or
         any :class:`~sknet.losses.Loss` object, such as ``FocalLoss(gamma=1)``
         or your own subclass; grid-search its parameters as ``loss__gamma``.
+
+    label_smoothing : float in [0, 1), default=0.0
+        With ``loss='log_loss'``, train on targets ``(1 - label_smoothing)``
+        times the one-hot labels plus ``label_smoothing / n_classes`` (two
+        classes for each logistic output), as PyTorch's ``cross_entropy``;
+        0 is the plain log-loss. For a loss object, set it there
+        (:class:`~sknet.losses.LogLoss` takes ``label_smoothing``).
 """
 
 REGRESSOR_LOSS_DOC = """
@@ -196,6 +212,13 @@ REGRESSOR_LOSS_DOC = """
         with a log link (exponential output; needs ``y >= 0``), or any
         :class:`~sknet.losses.Loss` object; grid-search its parameters as
         ``loss__delta``.
+"""
+
+CLIP_NORM_DOC = """
+    clip_norm : float or None, default=None
+        Rescale each batch's gradient to at most this L2 norm, over all the
+        trained parameters at once (on the device, no synchronisation);
+        ``None`` disables clipping.
 """
 
 CLASS_WEIGHT_DOC = """

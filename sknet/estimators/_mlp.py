@@ -17,6 +17,7 @@ from sknet.estimators._classifier import NetworkClassifierMixin
 from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
+    CLIP_NORM_DOC,
     FITTED_ATTRIBUTES_DOC,
     REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
@@ -222,6 +223,8 @@ class MLPClassifier(_MLPPreset, NeuralNetClassifier):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
+        clip_norm=None,
         n_iter_no_change=10,
         max_fun=15000,
         dropout=0.0,
@@ -231,6 +234,7 @@ class MLPClassifier(_MLPPreset, NeuralNetClassifier):
         callbacks=None,
         class_weight=None,
         loss="log_loss",
+        label_smoothing=0.0,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -254,6 +258,8 @@ class MLPClassifier(_MLPPreset, NeuralNetClassifier):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.clip_norm = clip_norm
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.dropout = dropout
@@ -263,6 +269,7 @@ class MLPClassifier(_MLPPreset, NeuralNetClassifier):
         self.callbacks = callbacks
         self.class_weight = class_weight
         self.loss = loss
+        self.label_smoothing = label_smoothing
 
 
 class MLPRegressor(_MLPPreset, NeuralNetRegressor):
@@ -337,6 +344,8 @@ class MLPRegressor(_MLPPreset, NeuralNetRegressor):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
+        clip_norm=None,
         n_iter_no_change=10,
         max_fun=15000,
         dropout=0.0,
@@ -368,6 +377,8 @@ class MLPRegressor(_MLPPreset, NeuralNetRegressor):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
+        self.clip_norm = clip_norm
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.dropout = dropout
@@ -380,13 +391,17 @@ class MLPRegressor(_MLPPreset, NeuralNetRegressor):
 fill_doc(
     MLPClassifier,
     parameters=(
-        _MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLASS_WEIGHT_DOC + CLASSIFIER_LOSS_DOC
+        _MLP_PARAMETERS_DOC
+        + TRAINING_PARAMETERS_DOC
+        + CLIP_NORM_DOC
+        + CLASS_WEIGHT_DOC
+        + CLASSIFIER_LOSS_DOC
     ),
     attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )
 fill_doc(
     MLPRegressor,
     loss=REGRESSOR_LOSS_DOC,
-    parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC,
+    parameters=_MLP_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + CLIP_NORM_DOC,
     attributes=_MLP_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
 )

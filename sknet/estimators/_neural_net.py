@@ -294,6 +294,7 @@ class NeuralNetClassifier(NetworkClassifierMixin, _NeuralNet):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
@@ -302,6 +303,7 @@ class NeuralNetClassifier(NetworkClassifierMixin, _NeuralNet):
         callbacks=None,
         class_weight=None,
         loss="log_loss",
+        label_smoothing=0.0,
     ):
         self.layers = layers
         self.input_shape = input_shape
@@ -327,6 +329,7 @@ class NeuralNetClassifier(NetworkClassifierMixin, _NeuralNet):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
@@ -335,6 +338,7 @@ class NeuralNetClassifier(NetworkClassifierMixin, _NeuralNet):
         self.callbacks = callbacks
         self.class_weight = class_weight
         self.loss = loss
+        self.label_smoothing = label_smoothing
 
     _parameter_constraints: dict = {
         **_NeuralNet._parameter_constraints,
@@ -403,6 +407,7 @@ class NeuralNetRegressor(NetworkRegressorMixin, _NeuralNet):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
@@ -435,6 +440,7 @@ class NeuralNetRegressor(NetworkRegressorMixin, _NeuralNet):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device

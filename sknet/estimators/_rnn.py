@@ -229,6 +229,7 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
@@ -237,6 +238,7 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
         callbacks=None,
         class_weight=None,
         loss="log_loss",
+        label_smoothing=0.0,
     ):
         self.cell = cell
         self.units = units
@@ -268,6 +270,7 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device
@@ -276,6 +279,7 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
         self.callbacks = callbacks
         self.class_weight = class_weight
         self.loss = loss
+        self.label_smoothing = label_smoothing
 
 
 class RNNRegressor(_RNNPreset, NeuralNetRegressor):
@@ -349,6 +353,7 @@ class RNNRegressor(_RNNPreset, NeuralNetRegressor):
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-8,
+        weight_decay=0.01,
         n_iter_no_change=10,
         max_fun=15000,
         device="auto",
@@ -387,6 +392,7 @@ class RNNRegressor(_RNNPreset, NeuralNetRegressor):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.weight_decay = weight_decay
         self.n_iter_no_change = n_iter_no_change
         self.max_fun = max_fun
         self.device = device

@@ -19,7 +19,7 @@ from sknet.engine._types import Diverged
 from sknet.engine._validation import make_evaluator
 
 #: The solvers that train by mini-batches (partial_fit, callbacks per batch).
-STOCHASTIC_SOLVERS = ("sgd", "adam")
+STOCHASTIC_SOLVERS = ("sgd", "adam", "adamw")
 
 
 def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, incremental, used):

@@ -50,7 +50,38 @@ class LogLoss(_CanonicalLoss):
            [-0.731,  0.731]])
     >>> LogLoss().for_target("binary").out_activation
     'logistic'
+
+    With label smoothing, the targets are mixed with the uniform distribution:
+
+    >>> LogLoss(label_smoothing=0.2).loss_and_gradient(Z, Y)[1].round(3)
+    array([[-0.019,  0.019],
+           [-0.631,  0.631]])
+
+    Parameters
+    ----------
+    label_smoothing : float in [0, 1), default=0.0
+        Train on ``(1 - label_smoothing) * Y + label_smoothing / K`` instead
+        of the one-hot targets ``Y`` (``K`` the classes for softmax outputs,
+        2 for each logistic output), as PyTorch's ``cross_entropy`` does.
     """
+
+    #: (models pickled before the parameter existed have none)
+    label_smoothing = 0.0
+
+    def __init__(self, label_smoothing=0.0):
+        self.label_smoothing = label_smoothing
+
+    def check_target(self, Y):
+        _check_real(self, "label_smoothing", lambda e: 0 <= e < 1, "0 <= label_smoothing < 1")
+
+    def loss_and_gradient(self, Z, Y):
+        eps = float(self.label_smoothing)
+        if eps:
+            classes = Z.shape[1] if self.out_activation == "softmax" else 2
+            Y = Y.astype(Z.dtype)  # a copy
+            Y *= 1.0 - eps
+            Y += eps / classes
+        return super().loss_and_gradient(Z, Y)
 
     def for_target(self, target_type):
         loss = _sklearn_base.clone(self)

@@ -1,11 +1,15 @@
 """Tests for sknet/engine/_optimizers.py: updates checked against hand-computed values."""
 
 import pickle
+import warnings
 
 import numpy as np
+import pytest
 from numpy.testing import assert_allclose
+from sklearn.exceptions import ConvergenceWarning
 
-from sknet.engine._optimizers import SGD, Adam
+from sknet.engine._optimizers import SGD, Adam, AdamW
+from sknet.layers import Dense
 
 
 def arrays(backend, *values):
@@ -106,3 +110,117 @@ def test_state_pickles_as_numpy_and_rebinds(backend):
     opt.step(arrays(backend, [1.0, 1.0]))
     assert restored.t == 2
     assert_allclose(backend.to_numpy(q), backend.to_numpy(p))
+
+
+# -- AdamW --------------------------------------------------------------------------
+
+
+def adamw_oracle(p, grads, lr, wd, decayed, b1=0.9, b2=0.999, eps=1e-8):
+    """Loshchilov & Hutter's AdamW as PyTorch writes it, step by step in float64."""
+    p, m, v = p.copy(), np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        p[:decayed] *= 1 - lr * wd  # decoupled: not through the moments
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
+        p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+    return p
+
+
+def adamw_run(backend, values, grads, lr, wd, decayed, lr_scales=(1.0,)):
+    params = arrays(backend, *values)
+    opt = AdamW(params, backend, learning_rate_init=lr, weight_decay=wd)
+    opt.lr_scales, opt.decay_sizes = list(lr_scales), list(decayed)
+    for g in grads:
+        opt.step(arrays(backend, *g))
+    return [backend.to_numpy(p) for p in params]
+
+
+def test_adamw_matches_a_numpy_oracle(backend):
+    rng = np.random.RandomState(0)
+    a, b = rng.normal(size=7), rng.normal(size=3)
+    grads = [(rng.normal(size=7) * 10**k, rng.normal(size=3)) for k in (-3, 0, 2, -1)]
+    pa, pb = adamw_run(backend, (a, b), grads, 0.01, 0.5, decayed=(4, 0), lr_scales=(1.0, 0.5))
+    assert_allclose(pa, adamw_oracle(a, [g for g, _ in grads], 0.01, 0.5, 4), rtol=1e-12)
+    assert_allclose(pb, adamw_oracle(b, [g for _, g in grads], 0.005, 0.5, 0), rtol=1e-12)
+
+
+def test_adamw_matches_torch_on_the_same_gradients(backend):
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(1)
+    w0, b0 = rng.normal(size=6), rng.normal(size=2)  # decayed weights, then biases
+    grads = [rng.normal(size=8) * s for s in (1.0, 1e-3, 5.0, 0.1, 1.0)]
+    W, B = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in (w0, b0))
+    reference = torch.optim.AdamW(
+        [{"params": [W]}, {"params": [B], "weight_decay": 0.0}],
+        lr=0.02,
+        betas=(0.8, 0.99),
+        eps=1e-6,
+        weight_decay=0.3,
+    )
+    (flat,) = arrays(backend, np.concatenate([w0, b0]))
+    ours = AdamW([flat], backend, 0.02, beta_1=0.8, beta_2=0.99, epsilon=1e-6, weight_decay=0.3)
+    ours.decay_sizes = [6]
+    for g in grads:
+        W.grad, B.grad = torch.tensor(g[:6]), torch.tensor(g[6:])
+        reference.step()
+        ours.step(arrays(backend, g))
+        expected = np.concatenate([W.detach().numpy(), B.detach().numpy()])
+        assert_allclose(backend.to_numpy(flat), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_adamw_decays_only_the_regularized_weights_of_a_fit():
+    # X = 0: the first layer's weights get no gradient, so AdamW only shrinks them,
+    # by (1 - lr * lr_scale * weight_decay) a step, while its biases (not decayed) move.
+    from sknet import NeuralNetRegressor
+
+    rng = np.random.RandomState(0)
+    W0, b0 = rng.normal(size=(3, 4)), rng.normal(size=4)
+    X, y = np.zeros((40, 3)), rng.normal(size=40)
+    first = Dense(4, weights={"W": W0, "b": b0}, lr_scale=0.5)
+    reg = NeuralNetRegressor(
+        [first],
+        solver="adamw",
+        weight_decay=0.2,
+        learning_rate_init=0.01,
+        alpha=0.0,
+        batch_size=10,
+        max_iter=3,
+        shuffle=False,
+        dtype="float64",
+        device="cpu",
+        tol=0.0,
+        n_iter_no_change=100,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg.fit(X, y)
+    layer = reg.layers_[0]
+    steps = 3 * 4
+    assert_allclose(layer.params["W"], W0 * (1 - 0.01 * 0.5 * 0.2) ** steps, rtol=1e-12)
+    assert not np.allclose(layer.params["b"], b0)
+    assert isinstance(reg._optimizer, AdamW) and reg._optimizer.weight_decay == 0.2
+
+
+def test_adamw_follows_the_layout_when_layers_are_frozen_or_unfrozen(digits):
+    from sknet import NeuralNetClassifier
+
+    X, y = digits
+    clf = NeuralNetClassifier(
+        [Dense(16, activation="relu"), Dense(8, activation="relu")],
+        solver="adamw",
+        max_iter=1,
+        warm_start=True,
+        device="cpu",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(X[:200], y[:200])
+        assert clf._optimizer.decay_sizes == [64 * 16 + 16 * 8 + 8 * 10]  # every W, first
+        clf.set_params(layers__0__trainable=False)  # a warm fit with a frozen layer
+        clf.fit(X[:200], y[:200])
+        assert clf._optimizer.decay_sizes == [16 * 8 + 8 * 10]
+        clf.set_params(layers__0__trainable=True, layers__0__lr_scale=0.1)  # a segment of its own
+        clf.fit(X[:200], y[:200])
+    sizes = dict(zip(clf._optimizer.lr_scales, clf._optimizer.decay_sizes))
+    assert sizes == {1.0: 16 * 8 + 8 * 10, 0.1: 64 * 16}

@@ -414,9 +414,9 @@ def test_learning_rate_goes_to_the_optimizer(backend):
     state.learning_rate = 0.2
     assert sgd.learning_rate == 0.2 and state.learning_rate == 0.2
     lbfgs = make_state(None, estimator=SimpleNamespace())
-    with pytest.raises(ValueError, match="learning_rate needs solver='sgd' or 'adam'"):
+    with pytest.raises(ValueError, match="learning_rate needs solver='sgd', 'adam' or 'adamw'"):
         _ = lbfgs.learning_rate
-    with pytest.raises(ValueError, match="learning_rate needs solver='sgd' or 'adam'"):
+    with pytest.raises(ValueError, match="learning_rate needs solver='sgd', 'adam' or 'adamw'"):
         lbfgs.learning_rate = 0.1
     with pytest.raises(ValueError, match="EarlyStop needs solver="):
         lbfgs.require_optimizer("EarlyStop")

@@ -13,6 +13,7 @@ from sknet.losses import (
     AbsoluteError,
     FocalLoss,
     Huber,
+    LogLoss,
     Loss,
     Quantile,
     make_loss,
@@ -439,3 +440,49 @@ def test_the_module_exposes_only_its_own_names():
     for name in public:
         module = getattr(getattr(sknet.losses, name), "__module__", "sknet.losses")
         assert module.startswith("sknet.losses")
+
+
+# -- label smoothing ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.35])
+def test_label_smoothing_matches_torch_cross_entropy(smoothing, backend):
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(0)
+    Z, labels = rng.normal(size=(6, 4)) * 3, rng.randint(4, size=6)
+    w = rng.uniform(0.5, 2.0, size=6)
+    loss = LogLoss(label_smoothing=smoothing).for_target("multiclass")
+    value, dZ = loss(
+        backend.asarray(Z.copy()), backend.asarray(np.eye(4)[labels]), backend.asarray(w)
+    )
+    Zt = torch.tensor(Z, requires_grad=True)
+    per_sample = torch.nn.functional.cross_entropy(
+        Zt, torch.tensor(labels), label_smoothing=smoothing, reduction="none"
+    )
+    reference = (per_sample * torch.tensor(w)).sum() / w.sum()
+    reference.backward()
+    assert_allclose(float(value), reference.item(), rtol=1e-12)
+    assert_allclose(backend.to_numpy(dZ), Zt.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_logistic_label_smoothing_is_two_class_smoothing(backend):
+    # A logistic output is a softmax over (0, z): its smoothing mixes in 1/2.
+    rng = np.random.RandomState(1)
+    z, y = rng.normal(size=(5, 1)) * 2, rng.randint(2, size=(5, 1)).astype(float)
+    binary = LogLoss(label_smoothing=0.2).for_target("binary")
+    two = LogLoss(label_smoothing=0.2).for_target("multiclass")
+    v1, g1 = binary.loss_and_gradient(backend.asarray(z), backend.asarray(y))
+    Z2, Y2 = np.hstack([np.zeros_like(z), z]), np.hstack([1 - y, y])
+    v2, g2 = two.loss_and_gradient(backend.asarray(Z2), backend.asarray(Y2))
+    assert_allclose(backend.to_numpy(v1), backend.to_numpy(v2), rtol=1e-12)
+    assert_allclose(backend.to_numpy(g1)[:, 0], backend.to_numpy(g2)[:, 1], rtol=1e-12)
+    assert (
+        check_loss_gradients(LogLoss(label_smoothing=0.3), target_type="multilabel-indicator")
+        < 1e-6
+    )
+
+
+def test_label_smoothing_out_of_range_is_refused():
+    for bad in (-0.1, 1.0, "0.1"):
+        with pytest.raises(ValueError, match="needs 0 <= label_smoothing < 1"):
+            LogLoss(label_smoothing=bad).check_target(np.ones((2, 2), bool))
