@@ -1,6 +1,10 @@
 """Secure persistence with skops: round trips and the trusted-types list."""
 
 import inspect
+import io
+import json
+import re
+import zipfile
 
 import numpy as np
 import pytest
@@ -130,3 +134,85 @@ def test_round_trip_of_a_model_fitted_on_the_gpu(model, digits):
         model.predict_proba(X) if hasattr(model, "predict_proba") else model.predict(X),
         atol=1e-5,
     )
+
+
+def _arrays_of(schema, path=""):
+    """``(path, node)`` of every array a skops schema names."""
+    if isinstance(schema, dict):
+        if "file" in schema:
+            yield path, schema
+        for key, value in schema.items():
+            yield from _arrays_of(value, f"{path}/{key}")
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            yield from _arrays_of(value, f"{path}[{i}]")
+
+
+def tampered(data, suffix, array):
+    """The skops file ``data`` with the array whose schema path ends with ``suffix`` replaced."""
+    source = zipfile.ZipFile(io.BytesIO(data))
+    schema = json.loads(source.read("schema.json"))
+    (name,) = {node["file"] for path, node in _arrays_of(schema) if path.endswith(suffix)}
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for member in source.namelist():
+            content = source.read(member)
+            if member == name:
+                buffer = io.BytesIO()
+                np.save(buffer, array, allow_pickle=False)
+                content = buffer.getvalue()
+            target.writestr(member, content)
+    return out.getvalue()
+
+
+FIRST = "layers/content[0]/content/content/params/content/"
+SECOND = "layers/content[1]/content/content/params/content/"
+
+
+@pytest.mark.parametrize(
+    "suffix, array, words",
+    [
+        (
+            FIRST + "W",
+            np.zeros((64, 9), np.float32),
+            "layers_[0] (Dense) holds params 'W' of "
+            "shape (64, 9) and dtype float32, but the layer built for inputs of shape (64,) needs "
+            "shape (64, 8)",
+        ),
+        (FIRST + "W", np.zeros((63, 8), np.float32), "'W' of shape (63, 8)"),
+        (FIRST + "b", np.zeros(9, np.float32), "'b' of shape (9,) and dtype float32"),
+        (
+            SECOND + "W",
+            np.zeros(80, np.float32),
+            "layers_[1] (Dense) holds params 'W' of shape (80,)",
+        ),
+        (FIRST + "W", np.zeros((64, 8), np.int64), "'W' of shape (64, 8) and dtype int64"),
+        (FIRST + "W", np.zeros((64, 8), "U2"), "dtype <U2"),
+        ("/content/content/classes_", np.arange(5), "it has 5 classes_ but 10 outputs"),
+    ],
+    ids=["wider", "fewer-rows", "bias", "flat", "int", "str", "classes"],
+)
+def test_a_file_whose_arrays_were_altered_is_refused_naming_the_layer(
+    suffix, array, words, digits
+):
+    # Before: loading worked, and predict failed in NumPy's matmul or the bias kernel
+    # (or, for the classes, predicted labels of the wrong classes without a word).
+    X, y = digits
+    model = MLPClassifier(hidden_layer_sizes=(8,), max_iter=2, random_state=0, device="cpu")
+    data = tampered(sio.dumps(model.fit(X, y)), suffix, array)
+    with pytest.raises(ValueError, match=re.escape(words)) as info:
+        sio.loads(data, trusted=sknet.TRUSTED_TYPES)
+    assert str(info.value).startswith("This saved MLPClassifier does not fit together")
+
+
+def test_an_unaltered_container_model_loads(digits):
+    # The check walks the layer tree: a Residual's arrays are its blocks'.
+    from sknet import NeuralNetClassifier
+    from sknet.layers import Dense, Residual
+
+    X, y = digits
+    model = NeuralNetClassifier(
+        [Dense(8), Residual([Dense(8, activation="relu")])], max_iter=2, device="cpu"
+    ).fit(X, y)
+    loaded = sio.loads(sio.dumps(model), trusted=sknet.TRUSTED_TYPES)
+    assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
