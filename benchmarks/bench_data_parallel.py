@@ -234,7 +234,7 @@ def allreduce_latency(client, sizes, repeats=50, transport="sockets"):
     peers = sorted(client.nthreads())
     fit_id = "bench-" + secrets.token_hex(8)
     found = client.run(
-        install, fit_id, secrets.token_bytes(32), len(peers), transport, settings(), []
+        install, fit_id, secrets.token_bytes(32), len(peers), transport, settings(), {}
     )
     addresses = [found[p] for p in peers]
     times = {}

@@ -226,34 +226,36 @@ class _Driver:
             self.shards = [_Shard(i, bounds[i], bounds[i + 1], self.workers[i]) for i in range(k)]
         self._template = _template(self.estimator, trainer, self.device, self.mode)
         self._data = data
+        workers = [shard.worker for shard in self.shards]
+        self._install(workers)  # every worker at once: each loads sknet, opens its channel
         for shard in self.shards:
             self._put(shard, shard.worker)
+        self._install([shard.worker for shard in self.shards])  # the lease on the shards' keys
 
     def _install(self, workers):
-        """The fit's state on ``workers`` (a lease on their shards' keys); their channels."""
+        """The fit's state on ``workers``, with a lease on their shards' keys; their channels."""
         workers = sorted(set(workers))
         leases = {
             w: [key for s in self.shards if s.worker == w for key in _keys((s.data, s.template))]
             for w in workers
         }
-        for worker in workers:
-            self._addresses[worker] = self.client.run(
-                install,
-                self.fit_id,
-                self._secret,
-                len(self.shards),
-                self.transport,
-                channel_settings(),
-                leases[worker],
-                workers=[worker],
-            )[worker]
+        found = self.client.run(
+            install,
+            self.fit_id,
+            self._secret,
+            len(self.shards),
+            self.transport,
+            channel_settings(),
+            leases,
+            workers=workers,
+        )
+        self._addresses.update(found)
 
     def _put(self, shard, worker):
         """The shard's rows and the replica's template on ``worker``, or another if it died."""
         for attempt in range(_MAX_RETRIES + 1):
             try:
-                self._put_on(shard, worker)
-                return self._install([worker])
+                return self._put_on(shard, worker)
             except Exception:
                 if worker in self.client.nthreads() or attempt == _MAX_RETRIES:
                     raise
@@ -339,6 +341,7 @@ class _Driver:
         dead = {self.shards[k].worker for k in lost}
         for k in lost:
             self._put(self.shards[k], self._replacement(dead))
+        self._install([self.shards[k].worker for k in lost])
 
     def _wait(self, pending, waiter):
         """Results that came back, shards whose worker died, and the replicas that stopped

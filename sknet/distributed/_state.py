@@ -177,11 +177,11 @@ async def _deliver(
     return "OK"
 
 
-async def install(fit_id, secret, size, transport, settings, lease, dask_worker=None):
+async def install(fit_id, secret, size, transport, settings, leases, dask_worker=None):
     """On a worker (``client.run``): the fit's state here, created once; its channel address.
 
-    ``lease``: the keys of the fit's data put on this worker; the state goes
-    when the driver lets go of all of them.
+    ``leases[address]``: the keys of the fit's data put on each worker; the
+    state goes when the driver lets go of all of this worker's.
     """
     name = plugin_name(fit_id)
     plugin = dask_worker.plugins.get(name)
@@ -189,7 +189,7 @@ async def install(fit_id, secret, size, transport, settings, lease, dask_worker=
         plugin = _plugin_class()(FitState(fit_id, secret, size, transport, settings))
         await dask_worker.plugin_add(plugin, name=name, catch_errors=False)
     state = plugin.state
-    state.lease.update(lease)
+    state.lease.update(leases.get(dask_worker.address, ()))
     if transport != "sockets":
         return None
     distributed = sys.modules["distributed"]
