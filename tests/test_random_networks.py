@@ -15,6 +15,11 @@ user layers with parameters, and frozen layers. Every network is checked:
 - a warm start after ``trainable`` changed at any depth: frozen arrays stay, flags arrive;
 - a warm fit that fails: every array of the tree, and every flag, as before it.
 
+Seeds of ``TABULAR_SEEDS`` start with a table's embeddings instead (piecewise-linear
+encodings over quantile bins, periodic embeddings, categorical codes embedded beside
+them through ``SelectColumns`` branches) and may hold an ensemble of members
+(``EnsembleInput``, ``EnsembleDense``, ``EnsembleHead``, flattened back to features).
+
 Random recurrent networks (recurrent layers inside every kind of container,
 ``TimeDistributed`` included) are checked with padding: sequences padded before
 their steps or after them give the same outputs and train the same.
@@ -35,15 +40,24 @@ from sknet.layers import (
     GRU,
     LSTM,
     BatchNorm,
+    CategoricalEmbedding,
     Concatenate,
     Dense,
     Dropout,
+    EnsembleDense,
+    EnsembleHead,
+    EnsembleInput,
+    Flatten,
     GlobalAvgPool1D,
     Layer,
+    PeriodicEmbedding,
+    PiecewiseLinearEncoding,
     Residual,
+    SelectColumns,
     Sequential,
     SimpleRNN,
     TimeDistributed,
+    quantile_bins,
 )
 from sknet.layers._tree import walk
 from sknet.utils import check_layer_gradients, estimate_memory
@@ -52,6 +66,8 @@ from tests.user_containers import Gate, Wrap
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 SEEDS = range(8)
+TABULAR_SEEDS = range(8, 12)
+TREE_SEEDS = [*SEEDS, *TABULAR_SEEDS]
 N_FEATURES = 6
 
 
@@ -108,11 +124,48 @@ def _block(rng, width, depth, frozen_ok):
     return Concatenate([Sequential([*inner[:-1], Dense(first)]), Affine(width - first)])
 
 
+def _tabular_input(rng, seed, frozen_ok):
+    """A first layer taking a table's N_FEATURES columns to N_FEATURES features."""
+    trainable = not (frozen_ok and rng.rand() < 0.3)
+    bins = quantile_bins(rng.normal(size=(200, N_FEATURES)), n_bins=rng.randint(1, 5))
+    kind = ["ple", "periodic", "columns"][seed % 3]  # each kind in TABULAR_SEEDS
+    if kind == "ple":  # one embedding value per feature
+        return PiecewiseLinearEncoding(bins, 1, "relu", trainable=trainable)
+    if kind == "periodic":
+        return PeriodicEmbedding(3, sigma=0.5, d_embedding=1, lite=rng.rand() < 0.5)
+    numeric, codes = [0, 1, 2], [3, 4, 5]  # the normal draws round to codes -3..3
+    return Concatenate(
+        [
+            Sequential([SelectColumns(numeric), PiecewiseLinearEncoding(bins[:3], 1)]),
+            Sequential(
+                [SelectColumns(codes), CategoricalEmbedding([2, 3, 1], 1, trainable=trainable)]
+            ),
+        ]
+    )
+
+
+def _ensemble_block(rng, width, frozen_ok, dropout):
+    """Two members through BatchEnsemble layers, flattened back to ``width`` features."""
+    trainable = not (frozen_ok and rng.rand() < 0.3)
+    act = ["relu", "tanh", None][rng.randint(3)]
+    inner = [EnsembleInput(2), EnsembleDense(width, act, r_init="normal", trainable=trainable)]
+    inner += [Dropout(0.2)] if dropout else []
+    inner += [EnsembleHead(width // 2, trainable=trainable), Flatten()]
+    return Sequential(inner)
+
+
 def random_layers(seed, *, frozen_ok=True, dropout=False):
     rng = np.random.RandomState(seed)
-    layers = [Dense(N_FEATURES, activation="tanh")]  # the data's own width first
+    tabular = seed in TABULAR_SEEDS
+    first = (
+        _tabular_input(rng, seed, frozen_ok) if tabular else Dense(N_FEATURES, activation="tanh")
+    )
+    layers = [first]  # the data's own width first
     for _ in range(rng.randint(1, 4)):
-        layers.append(_block(rng, N_FEATURES, 0, frozen_ok))
+        if tabular and rng.rand() < 0.5:
+            layers.append(_ensemble_block(rng, N_FEATURES, frozen_ok, dropout))
+        else:
+            layers.append(_block(rng, N_FEATURES, 0, frozen_ok))
         if dropout and rng.rand() < 0.5:
             layers.append(Dropout(0.2))
     return layers
@@ -133,14 +186,14 @@ def make(layers, **kw):
     return NeuralNetRegressor(layers, **{**params, **kw})
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_gradients_of_a_random_network(seed):
     network = Sequential(random_layers(seed, frozen_ok=False))
     errors = check_layer_gradients(network, (N_FEATURES,), n_samples=5, random_state=seed)
     assert max(errors.values()) < 1e-6, errors
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_frozen_layers_of_a_random_network_stay_bit_identical(seed, data):
     X, y = data
     layers = random_layers(seed)
@@ -157,7 +210,7 @@ def test_frozen_layers_of_a_random_network_stay_bit_identical(seed, data):
                 assert_array_equal(value, before[key][name])
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_a_random_network_trains_the_same_split_over_threads(seed, data, monkeypatch):
     X, y = data
     layers = random_layers(seed, dropout=True)
@@ -173,7 +226,7 @@ def test_a_random_network_trains_the_same_split_over_threads(seed, data, monkeyp
     assert shardable == all(getattr(layer, "shardable", False) for layer in split.layers_)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_a_random_network_trains_the_same_streamed(seed):
     rng = np.random.RandomState(seed)
     # float32 data for a float64 fit: copied, so they stream (data of the fit's dtype
@@ -190,7 +243,7 @@ def test_a_random_network_trains_the_same_streamed(seed):
     assert_array_equal(streamed.predict(X), in_memory.predict(X))
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_a_pickled_random_network_predicts_and_trains_on_the_same(seed, data):
     X, y = data
     est = make(random_layers(seed, dropout=True), warm_start=True).fit(X, y)
@@ -372,7 +425,7 @@ def noisy():
     return X, y, X_val, y_val
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_early_stopping_restores_every_array_of_a_random_tree(seed, noisy):
     X, y, X_val, y_val = noisy
     est = make(
@@ -420,7 +473,7 @@ def _neutral(built, path):
     )
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_a_warm_start_takes_trainable_changed_at_any_depth(seed, data):
     X, y = data
     rng = np.random.RandomState(100 + seed)
@@ -458,7 +511,7 @@ class FailAt(Callback):
             raise RuntimeError("failed on purpose")
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_a_failed_warm_fit_rolls_back_every_array_and_flag_of_a_random_tree(seed, data):
     X, y = data
     rng = np.random.RandomState(200 + seed)
