@@ -1,5 +1,7 @@
 """Bad input gets a clear ValueError (or NotFittedError) naming the problem."""
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
@@ -287,3 +289,120 @@ def test_class_weight_zero_for_one_class_and_balanced_still_train(clf):
     balanced = MLPClassifier(hidden_layer_sizes=(4,), max_iter=5, random_state=0, device="cpu")
     balanced.set_params(class_weight="balanced").fit(X[:30], y[:30])
     assert np.isfinite(balanced.loss_curve_).all()
+
+
+# -- what a user's callback or scorer returns ----------------------------------------
+
+
+def _returning(value):
+    from sknet.callbacks import Callback
+
+    class Answers(Callback):
+        def on_epoch_end(self, state, epoch, logs):
+            return value
+
+    return Answers()
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [("yes", "str 'yes'"), (1, "int 1"), (np.array([1, 0]), "ndarray array([1, 0])")],
+    ids=["str", "int", "array"],
+)
+def test_a_callback_returning_anything_but_a_bool_is_named(value, shown, clf):
+    # Before: "yes" and 1 stopped training after one epoch (truthiness); an array
+    # failed with NumPy's "truth value of an array ... is ambiguous".
+    with pytest.raises(TypeError, match=r"Answers\.on_epoch_end must return True, False or None"):
+        clf.set_params(callbacks=[_returning(value)]).fit(X, y)
+    with pytest.raises(TypeError, match=re.escape(shown)):
+        clf.set_params(callbacks=[_returning(value)]).fit(X, y)
+
+
+@pytest.mark.parametrize("value, n_iter", [(None, 5), (False, 5), (True, 1), (np.True_, 1)])
+def test_a_callback_returning_a_bool_or_none_is_obeyed(value, n_iter, clf):
+    assert clf.set_params(callbacks=[_returning(value)]).fit(X, y).n_iter_ == n_iter
+
+
+def _scorer(value):
+    def constant_score(estimator, X, y):
+        return value
+
+    return constant_score
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [("a", "str 'a'"), (np.array([1.0, 2.0]), "ndarray"), (None, "NoneType None")],
+    ids=["str", "array", "None"],
+)
+def test_a_scorer_returning_anything_but_one_number_is_named(value, shown, clf):
+    # Before: float() failed inside the validation step ("could not convert string to
+    # float", "only 0-dimensional arrays can be converted"), naming no scorer.
+    clf.set_params(early_stopping=True, scoring=_scorer(value))
+    with pytest.raises(TypeError, match=r"scoring=.*constant_score must return one number") as e:
+        clf.fit(X, y)
+    assert shown in str(e.value)
+
+
+@pytest.mark.parametrize("value", [0.5, np.float32(0.5), np.array(0.5), 1], ids=repr)
+def test_a_scorer_returning_one_number_is_recorded(value, clf):
+    clf.set_params(early_stopping=True, scoring=_scorer(value), max_iter=2)
+    expected = float(value)
+    assert clf.fit(X, y).validation_scores_ == [expected, expected]
+
+
+# -- outputs of a fitted model are never non-finite without a warning naming the layer -----
+def _fitted(Est, **kwargs):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Est(max_iter=3, random_state=0, device="cpu", **kwargs).fit(X, y_reg)
+
+
+def test_outputs_that_overflow_name_the_layer_that_made_them():
+    from sknet import NeuralNetRegressor
+    from sknet.layers import Dense
+
+    reg = _fitted(NeuralNetRegressor, layers=[Dense(8, activation="relu"), Dense(8)])
+    big = np.full((3, 3), 3e38)  # finite in float32; a weighted sum of them is not
+    big[0] = X[0]
+    with (
+        np.errstate(all="ignore"),
+        pytest.warns(RuntimeWarning, match=r"2 of 3 rows are not finite.*Dense \(layers_\[0\]\)"),
+    ):
+        P = reg.predict(big)
+    assert np.isfinite(P[0]) and not np.isfinite(P[1:]).any()
+
+
+def test_an_output_activation_that_overflows_is_named():
+    reg = _fitted(MLPRegressor, hidden_layer_sizes=(4,), loss="poisson")
+    with (
+        np.errstate(all="ignore"),
+        pytest.warns(RuntimeWarning, match=r"output activation 'exp' of Poisson"),
+    ):
+        reg.predict(np.full((2, 3), 1e30))
+
+
+def test_features_that_overflow_name_the_layer():
+    from sklearn.frozen import FrozenEstimator
+
+    from sknet import FeatureExtractor, NeuralNetRegressor
+    from sknet.layers import Dense
+
+    reg = _fitted(NeuralNetRegressor, layers=[Dense(8), Dense(8, activation="relu")])
+    features = FeatureExtractor(FrozenEstimator(reg), layer=1).fit(X, y_reg)
+    with (
+        np.errstate(all="ignore"),
+        pytest.warns(RuntimeWarning, match=r"features of 1 of 1 rows .*Dense \(layers_\[0\]\)"),
+    ):
+        features.transform(np.full((1, 3), 3e38))
+
+
+def test_finite_outputs_warn_nothing():
+    import warnings
+
+    reg = _fitted(MLPRegressor, hidden_layer_sizes=(4,), loss="poisson")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isfinite(reg.predict(X)).all()

@@ -262,7 +262,13 @@ class Trainer:
         """Call ``hook`` on every callback in order; True if any asked to stop."""
         stop = False
         for callback in self.callbacks:
-            stop = bool(getattr(callback, hook)(self.state, *args)) or stop
+            answer = getattr(callback, hook)(self.state, *args)
+            if answer is not None and not isinstance(answer, (bool, np.bool_)):
+                raise TypeError(
+                    f"{type(callback).__name__}.{hook} must return True, False or None, got "
+                    f"{type(answer).__name__} {answer!r:.60}"
+                )
+            stop = bool(answer) or stop
         return stop
 
     def run_epochs(

@@ -248,6 +248,19 @@ def make_scorer(est, X_val, Y_val, sw_val):
         with warnings.catch_warnings():
             # X_val is validated: a NumPy array even when fit had names.
             warnings.filterwarnings("ignore", message="X does not have valid feature")
-            return float(scorer(est, X_val, y_val, **kwargs))
+            return _one_number(scorer(est, X_val, y_val, **kwargs), est.scoring)
 
     return score
+
+
+def _one_number(value, scoring):
+    """A scorer's result as a float, or a TypeError naming the scorer and what it gave."""
+    if isinstance(value, (bool, np.bool_)) or not (
+        isinstance(value, Real) or (np.ndim(value) == 0 and np.asarray(value).dtype.kind in "iuf")
+    ):
+        name = getattr(scoring, "__qualname__", None) or repr(scoring)
+        raise TypeError(
+            f"scoring={name} must return one number (a validation score), got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
+    return float(value)

@@ -14,6 +14,8 @@ from sknet.layers._contract import (
     checked_backward,
     checked_build,
     checked_forward,
+    checked_sublayers,
+    checked_values_per_sample,
     with_training_parameters,
 )
 from sknet.layers._tree import TreeNode, apply_container_flags
@@ -207,6 +209,10 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
         if not cls.__module__.startswith("sknet."):  # a user's layer: checked at the boundary
             cls.build = checked_build(cls.build)
             cls.forward = checked_forward(cls.forward)
+            if "sublayers" in cls.__dict__:
+                cls.sublayers = checked_sublayers(cls.sublayers)
+            if "values_per_sample" in cls.__dict__:
+                cls.values_per_sample = checked_values_per_sample(cls.values_per_sample)
             cls.backward = checked_backward(cls.backward)
 
     @classmethod

@@ -10,7 +10,9 @@ layer class written outside sknet:
   them;
 - :func:`checked_build`: ``build`` must call ``super().build(...)`` and
   return the shape of one output sample, a tuple of positive integers
-  (:func:`check_build_output`);
+  (:func:`check_build_output`); :func:`checked_sublayers` and
+  :func:`checked_values_per_sample`: an overridden ``sublayers`` returns a
+  list of layers, ``values_per_sample`` a positive integer;
 - :func:`checked_forward` and :func:`checked_backward`: what the user's
   ``forward`` and ``backward`` return is checked for shape and dtype before
   the next layer (and its kernels) sees it, with a ValueError naming the
@@ -26,6 +28,7 @@ import inspect
 from numbers import Integral
 
 from sknet.autodiff._variable import read_only, writable_again
+from sknet.layers._tree import TreeNode
 
 #: What ``Layer.build`` sets, which a ``build`` skipping ``super().build`` lacks.
 _SET_BY_LAYER_BUILD = frozenset(
@@ -116,6 +119,51 @@ def checked_build(build):
         if missing or (backend is not None and built["backend_"] is not backend):
             raise _no_super_build(layer, missing[0] if missing else "backend_")
         return check_build_output(f"{type(layer).__name__}.build", shape)
+
+    run._sknet_checked = True
+    return run
+
+
+def checked_values_per_sample(values_per_sample):
+    """``values_per_sample`` checked: a positive integer (it sizes prediction chunks)."""
+    if getattr(values_per_sample, "_sknet_checked", False):
+        return values_per_sample
+
+    @functools.wraps(values_per_sample)
+    def run(layer):
+        count = values_per_sample(layer)
+        if isinstance(count, bool) or not isinstance(count, Integral) or count < 1:
+            raise TypeError(
+                f"{type(layer).__name__}.values_per_sample must return a positive integer (the "
+                f"size of the largest array its forward makes per sample), got {count!r}"
+            )
+        return int(count)
+
+    run._sknet_checked = True
+    return run
+
+
+def checked_sublayers(sublayers):
+    """``sublayers`` checked: a list (or tuple) of layers, which the tree then walks."""
+    if getattr(sublayers, "_sknet_checked", False):
+        return sublayers
+
+    @functools.wraps(sublayers)
+    def run(layer):
+        found = sublayers(layer)
+        if not isinstance(found, (list, tuple)) or not all(
+            isinstance(node, TreeNode) for node in found
+        ):
+            kinds = (
+                [type(node).__name__ for node in found]
+                if isinstance(found, (list, tuple))
+                else f"{type(found).__name__} {found!r:.60}"
+            )
+            raise TypeError(
+                f"{type(layer).__name__}.sublayers must return a list of the layers inside it "
+                f"([] for none), got {kinds}"
+            )
+        return list(found)
 
     run._sknet_checked = True
     return run

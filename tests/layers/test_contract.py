@@ -235,3 +235,51 @@ def test_a_read_only_input_is_not_copied():
     layer.forward(data, training=False)
     assert not seen[0].flags.writeable and np.shares_memory(seen[0], data)
     assert data.flags.writeable  # the caller's array keeps its flags
+
+
+# -- what other methods of a user's layer return ---------------------------------------
+
+
+def with_values_per_sample(count):
+    class Counts(Layer):
+        def forward(self, X, *, training):
+            return X * 1
+
+        def values_per_sample(self):
+            return count
+
+    return Counts()
+
+
+@pytest.mark.parametrize("count", [None, 0, -5, 2.5, "10", True], ids=repr)
+def test_values_per_sample_must_be_a_positive_integer(count):
+    # Before: None or '10' failed comparing with an int inside the network; 0 divided by
+    # zero sizing prediction chunks when it was the only layer; 2.5 and -5 passed.
+    model = fit([Dense(4), with_values_per_sample(4)], max_iter=1)
+    model.network_.layers[1] = with_values_per_sample(count)
+    model.network_.layers[1].output_shape_ = (4,)
+    with pytest.raises(TypeError, match="Counts.values_per_sample must return a positive integer"):
+        model.predict(X)
+
+
+def with_sublayers(found):
+    class Declares(Layer):
+        def forward(self, X, *, training):
+            return X * 1
+
+        def sublayers(self):
+            return found
+
+    return Declares()
+
+
+@pytest.mark.parametrize("found", [None, 1, [1], "x", [Dense(2), None]], ids=repr)
+def test_sublayers_must_be_a_list_of_layers(found):
+    # Before: "'NoneType' object is not iterable" or "'int' object has no attribute
+    # '__dict__'" inside the tree walk.
+    with pytest.raises(TypeError, match=r"Declares\.sublayers must return a list of the layers"):
+        fit([with_sublayers(found), Dense(1)])
+
+
+def test_sublayers_returning_a_tuple_of_layers_is_a_list():
+    assert with_sublayers(()).sublayers() == []
