@@ -12,6 +12,7 @@ from numbers import Integral
 import numpy as np
 
 from sknet.layers._base import Layer
+from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
 
 
 def embedding_size(cardinality):
@@ -76,6 +77,10 @@ class SelectColumns(Layer):
     """
 
     shardable = True  # rows are independent (see Layer.shardable)
+    _parameter_constraints: dict = {
+        "columns": [list, tuple, np.ndarray, slice],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(self, columns):
         self.columns = columns
@@ -191,6 +196,11 @@ class CategoricalEmbedding(Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
     regularized = ("E",)
+    _parameter_constraints: dict = {
+        "cardinalities": [list, tuple, np.ndarray],
+        "dims": [POSITIVE_INT, list, tuple, np.ndarray, None],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(self, cardinalities, dims=None, *, trainable=True, lr_scale=1.0, weights=None):
         self.cardinalities = cardinalities

@@ -21,9 +21,11 @@ each member's softmax or sigmoid), through
 from numbers import Integral
 
 import numpy as np
+from sklearn.utils._param_validation import StrOptions
 
 from sknet.backend import activation_needs_input
 from sknet.layers._base import Layer
+from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRAINTS
 from sknet.layers._dense import _check_activation
 
 _ADAPTER_INITS = ("ones", "random_signs", "normal")
@@ -129,6 +131,7 @@ class EnsembleInput(Layer):
     """
 
     shardable = True  # rows are independent (see Layer.shardable)
+    _parameter_constraints: dict = {"k": [POSITIVE_INT], **TRAINING_CONSTRAINTS}
 
     def __init__(self, k):
         self.k = k
@@ -216,6 +219,14 @@ class EnsembleDense(Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
     regularized = ("W", "r", "s")
+    _parameter_constraints: dict = {
+        "units": [POSITIVE_INT],
+        "activation": [ACTIVATION, None],
+        "k": [POSITIVE_INT, None],
+        "r_init": [StrOptions(set(_ADAPTER_INITS))],
+        "s_init": [StrOptions(set(_ADAPTER_INITS))],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(
         self,
@@ -360,6 +371,11 @@ class EnsembleHead(Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
     regularized = ("W",)
+    _parameter_constraints: dict = {
+        "units": [POSITIVE_INT],
+        "activation": [ACTIVATION, None],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(self, units, activation=None, *, trainable=True, lr_scale=1.0, weights=None):
         self.units = units

@@ -17,6 +17,7 @@ import numpy as np
 
 from sknet.backend import activation_needs_input
 from sknet.layers._base import Layer
+from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRAINTS, Number
 from sknet.layers._dense import _check_activation
 
 
@@ -219,6 +220,12 @@ class PiecewiseLinearEncoding(_FeatureLinear, Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
     regularized = ("W",)
+    _parameter_constraints: dict = {
+        "bins": [list, tuple, np.ndarray],
+        "d_embedding": [POSITIVE_INT, None],
+        "activation": [ACTIVATION, None],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(
         self,
@@ -403,6 +410,14 @@ class PeriodicEmbedding(_FeatureLinear, Layer):
 
     shardable = True  # rows are independent (see Layer.shardable)
     regularized = ("W",)
+    _parameter_constraints: dict = {
+        "n_frequencies": [POSITIVE_INT],
+        "sigma": [Number(0, None)],
+        "d_embedding": [POSITIVE_INT],
+        "activation": [ACTIVATION, None],
+        "lite": ["boolean"],
+        **TRAINING_CONSTRAINTS,
+    }
 
     def __init__(
         self,

@@ -111,7 +111,7 @@ def test_a_first_embedding_returns_no_input_gradient():
         (CategoricalEmbedding([3, 0]), (2,), r"cardinalities must be .* got \[3, 0\]"),
         (CategoricalEmbedding([3, True]), (2,), "cardinalities must be a non-empty list"),
         (CategoricalEmbedding([3], dims=[2, 2]), (1,), r"dims must be None, a positive integer"),
-        (CategoricalEmbedding([3], dims=0), (1,), "dims must be None, a positive integer"),
+        (CategoricalEmbedding([3], dims=0), (1,), "'dims' parameter of CategoricalEmbedding"),
         (CategoricalEmbedding([3, 4]), (3,), "has 2 cardinalities, so it expects rows of 2"),
         (SelectColumns([]), (3,), "columns must be a non-empty list of column indices"),
         (SelectColumns([0, 3]), (3,), r"columns \[3\] are out of range for rows of 3"),

@@ -115,13 +115,14 @@ def test_adapters_start_as_asked_and_members_share_the_first_bias():
 @pytest.mark.parametrize(
     "layer, shape, message",
     [
-        (EnsembleInput(0), (3,), "k must be a positive integer, got 0"),
+        (EnsembleInput(0), (3,), "'k' parameter of EnsembleInput must be an int in the range"),
         (EnsembleInput(2), (3, 4), r"expects rows of features, got samples of shape \(3, 4\)"),
         (EnsembleDense(4), (6,), r"expects samples of shape \(k, features\).*got \(6,\)"),
         (EnsembleDense(4, k=3), (2, 5), r"EnsembleDense\(k=3\) got samples of 2 members"),
-        (EnsembleDense(0), (2, 5), "units must be a positive integer, got 0"),
-        (EnsembleDense(4, r_init="zeros"), (2, 5), r"r_init must be one of \['ones', 'random_"),
-        (EnsembleDense(4, "swish"), (2, 5), "activation must be None or one of"),
+        (EnsembleDense(0), (2, 5), "'units' parameter of EnsembleDense must be an int"),
+        (EnsembleDense(4, r_init="zeros"), (2, 5), "'r_init' parameter of EnsembleDense must"),
+        (EnsembleDense(4, "swish"), (2, 5), "'activation' parameter of EnsembleDense must"),
+        (EnsembleHead(0), (2, 5), "'units' parameter of EnsembleHead must be an int"),
         (EnsembleHead(3), (5,), r"expects samples of shape \(k, features\)"),
     ],
 )

@@ -155,9 +155,9 @@ def test_padding_rows_of_the_weights_stay_zero_through_training():
         (PiecewiseLinearEncoding([[0.0, 2.0, 1.0]]), (1,), r"bins\[0\] must be finite and strict"),
         (PiecewiseLinearEncoding([[0.0, np.inf]]), (1,), r"bins\[0\] must be finite"),
         (PiecewiseLinearEncoding([[0.0, 1.0]]), (3,), "has bins for 1 features, so it expects"),
-        (PiecewiseLinearEncoding([[0.0, 1.0]], 0), (1,), "d_embedding must be a positive int"),
+        (PiecewiseLinearEncoding([[0.0, 1.0]], 0), (1,), "'d_embedding' parameter of Piecewise"),
         (PiecewiseLinearEncoding([[0.0, 1.0]], None, "relu"), (1,), "needs d_embedding"),
-        (PiecewiseLinearEncoding([[0.0, 1.0]], 2, "swish"), (1,), "activation must be None or"),
+        (PiecewiseLinearEncoding([[0.0, 1.0]], 2, "swish"), (1,), "'activation' parameter of"),
     ],
 )
 def test_encoding_rejects_bad_configuration(layer, shape, message):
@@ -242,10 +242,11 @@ def test_a_frozen_periodic_embedding_first_returns_nothing_and_writes_no_gradien
 @pytest.mark.parametrize(
     "layer, shape, message",
     [
-        (PeriodicEmbedding(0), (2,), "n_frequencies must be a positive integer, got 0"),
-        (PeriodicEmbedding(sigma=0.0), (2,), "sigma must be a positive number, got 0.0"),
-        (PeriodicEmbedding(sigma=np.nan), (2,), "sigma must be a positive number, got nan"),
-        (PeriodicEmbedding(d_embedding=2.5), (2,), "d_embedding must be a positive int"),
+        (PeriodicEmbedding(0), (2,), "'n_frequencies' parameter of PeriodicEmbedding must be"),
+        (PeriodicEmbedding(sigma=0.0), (2,), "'sigma' parameter of PeriodicEmbedding must be"),
+        (PeriodicEmbedding(sigma=np.nan), (2,), "'sigma' parameter .* Got nan"),
+        (PeriodicEmbedding(sigma=np.inf), (2,), "'sigma' parameter .* Got inf"),
+        (PeriodicEmbedding(d_embedding=2.5), (2,), "'d_embedding' parameter of Periodic"),
         (PeriodicEmbedding(), (2, 3), r"expects rows of features, got samples of shape \(2, 3\)"),
     ],
 )
