@@ -6,6 +6,7 @@ from sknet._version import __version__
 from sknet.engine._network import Network as _Network
 from sknet.engine._optimizers import SGD as _SGD
 from sknet.engine._optimizers import Adam as _Adam
+from sknet.engine._optimizers import AdamW as _AdamW
 from sknet.estimators import (
     ConvNetClassifier,
     ConvNetRegressor,
@@ -39,6 +40,7 @@ def _trusted_types():
         SklearnGlorotUniform,
         _SGD,
         _Adam,
+        _AdamW,
     ]
     classes += [
         cls

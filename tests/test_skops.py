@@ -11,8 +11,19 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import sknet
-from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor
-from sknet.callbacks import Checkpoint, EarlyStopping, TerminateOnNaN
+from sknet import ConvNetClassifier, MLPClassifier, MLPRegressor, NeuralNetClassifier
+from sknet.callbacks import Checkpoint, EarlyStopping, LRScheduler, TerminateOnNaN
+from sknet.layers import (
+    CategoricalEmbedding,
+    Concatenate,
+    EnsembleDense,
+    EnsembleInput,
+    PeriodicEmbedding,
+    PiecewiseLinearEncoding,
+    SelectColumns,
+    Sequential,
+    quantile_bins,
+)
 from tests.conftest import needs_gpu
 
 sio = pytest.importorskip("skops.io", reason="needs skops (the skops extra)")
@@ -39,7 +50,29 @@ def models():
             max_iter=2,
             random_state=0,
         ),
+        MLPClassifier(
+            solver="adamw",
+            label_smoothing=0.1,
+            clip_norm=1.0,
+            max_iter=2,
+            random_state=0,
+            callbacks=[LRScheduler("cosine", warmup=1)],
+        ),
+        NeuralNetClassifier(tabular_ensemble(), solver="adamw", max_iter=2, random_state=0),
     ]
+
+
+def tabular_ensemble():
+    """Embeddings of a table's columns, then an ensemble (on the digits' pixels)."""
+    bins = quantile_bins(np.linspace(0, 1, 50)[:, None].repeat(8, axis=1), n_bins=4)
+    columns = Concatenate(
+        [
+            Sequential([SelectColumns(list(range(8))), PiecewiseLinearEncoding(bins, 2, "relu")]),
+            Sequential([SelectColumns([8, 9]), CategoricalEmbedding([1, 1])]),
+            Sequential([SelectColumns([10, 11]), PeriodicEmbedding(4, 0.5, 2)]),
+        ]
+    )
+    return [columns, EnsembleInput(2), EnsembleDense(8, activation="relu")]
 
 
 def fitted(model, digits, device="cpu"):
