@@ -7,6 +7,8 @@ no ``backward`` of its own with :func:`recorded_forward`; its inherited
 
 import functools
 
+import numpy as np
+
 from sknet.autodiff._variable import Variable, gradients, is_sparse, value
 from sknet.backend import get_array_module
 
@@ -80,6 +82,15 @@ def _checked(layer, Y, X):
     if not hasattr(Y, "dtype") or not hasattr(Y, "shape"):
         raise TypeError(
             f"{type(layer).__name__}.forward must return an array, got {type(Y).__name__}"
+        )
+    if get_array_module(Y) is not get_array_module(X) or (
+        isinstance(X, np.ndarray) and not isinstance(Y, (np.ndarray, np.generic))
+    ):
+        raise TypeError(
+            f"{type(layer).__name__}.forward returned a {type(Y).__module__}."
+            f"{type(Y).__qualname__} for {type(X).__module__}.{type(X).__qualname__} inputs; "
+            "compute with the input's array module (xp = sknet.backend.get_array_module(X), "
+            "or the layer's self.xp)"
         )
     if Y.dtype != X.dtype:
         raise TypeError(

@@ -27,7 +27,10 @@ import functools
 import inspect
 from numbers import Integral
 
+import numpy as np
+
 from sknet.autodiff._variable import read_only, writable_again
+from sknet.backend import is_device_array
 from sknet.layers._tree import TreeNode
 
 #: What ``Layer.build`` sets, which a ``build`` skipping ``super().build`` lacks.
@@ -179,11 +182,28 @@ def layer_name(layer):
     return describe() if callable(describe) else type(layer).__name__
 
 
+def _check_kind(owner, given, returned):
+    """A TypeError unless ``returned`` is an array of the kind ``given`` is (NumPy or CuPy)."""
+    numpy_result = isinstance(returned, (np.ndarray, np.generic))  # a scalar: a shape error
+    if isinstance(given, np.ndarray) and not numpy_result:
+        kind = "numpy.ndarray"
+    elif is_device_array(given) and not is_device_array(returned):
+        kind = "cupy.ndarray"
+    else:
+        return
+    raise TypeError(
+        f"{owner} returned a {type(returned).__module__}.{type(returned).__qualname__} "
+        f"for {kind} inputs; compute with the input's array module (xp = "
+        "sknet.backend.get_array_module(X), or the layer's self.xp)"
+    )
+
+
 def check_forward_output(layer, X, Y):
     """Fail clearly when ``layer.forward`` returned something the next layer cannot take."""
     name = layer_name(layer)
     if not hasattr(Y, "shape") or not hasattr(Y, "dtype"):
         raise TypeError(f"{name}.forward must return an array, got {type(Y).__name__}")
+    _check_kind(f"{name}.forward", X, Y)
     expected = layer.__dict__.get("_declared_output_shape")  # what build() returned
     n = X.shape[0]
     if not Y.shape or Y.shape[0] != n:
@@ -216,6 +236,7 @@ def check_backward_output(layer, dY, dX):
         return
     if not hasattr(dX, "shape") or not hasattr(dX, "dtype"):
         raise TypeError(f"{name}.backward must return an array or None, got {type(dX).__name__}")
+    _check_kind(f"{name}.backward", dY, dX)
     expected = (dY.shape[0], *layer.input_shape_)
     if tuple(dX.shape) != expected:
         raise ValueError(

@@ -283,3 +283,21 @@ def test_sublayers_must_be_a_list_of_layers(found):
 
 def test_sublayers_returning_a_tuple_of_layers_is_a_list():
     assert with_sublayers(()).sublayers() == []
+
+
+class ReturnsTorch(Layer):
+    def forward(self, X, *, training):
+        import torch
+
+        return torch.from_numpy(X * 2)
+
+
+def test_a_forward_returning_another_kind_of_array_is_named():
+    # Before: "ReturnsTorch.forward returned torch.float32 values for float32 inputs",
+    # or, for a NumPy array from a layer on a GPU, an error inside CuPy's kernels.
+    pytest.importorskip("torch")
+    with pytest.raises(
+        TypeError,
+        match=r"ReturnsTorch\.forward returned a torch\.Tensor for numpy\.ndarray inputs",
+    ):
+        fit([ReturnsTorch(), Dense(1)])
