@@ -23,7 +23,13 @@ sends the others per synchronization and the bytes through the client per
 synchronization (``epoch_history_``: the epoch's plan out, one model back).
 
 The sum over the replicas alone (the synchronization's primitive) is timed
-for 10 values, the MLP's gradient and its averaged state. The cost model
+for 10 values, the MLP's gradient and its averaged state, each way the
+arrays travel: ``sockets`` (the authenticated channel of a plain TCP
+cluster) and ``dask`` (Dask's messages, what a TLS cluster uses); with
+``--baseline REV`` also the exchange of git revision ``REV`` (its
+``sknet/distributed/_exchange.py``, loaded on the workers as a module of its
+own and timed last, on the same cluster, in the same run), with the bytes a
+replica sends for one sum, headers included. The cost model
 (MNIST MLP): a synchronization with K workers costs
 ``latency + 2 (K - 1) / K x S / bandwidth`` (the fixed latency measured for
 10 values; a reduce-scatter and an all-gather over a 10 Gbit/s network; S =
@@ -35,18 +41,22 @@ synchronization with a measured ~45 ms of fixed latency; it is printed
 alongside.
 
     python benchmarks/bench_data_parallel.py --mnist-dir DIR [--seeds 0,1,2]
-        [--sync-every 1,8,epoch] [--epochs N] [--json PATH]
+        [--sync-every 1,8,epoch] [--epochs N] [--baseline REV] [--latency-only]
+        [--json PATH]
 
 Without the MNIST files (``--mnist-dir`` or ``SKNET_MNIST_DIR``) only the
 digits rows run (and the cost model is the digits MLP's). ``--epochs N`` runs
-every data set N epochs, once: a quick check.
+every data set N epochs, once: a quick check; ``--latency-only`` times the
+sums alone, for the MNIST MLP's sizes (no data needed).
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
+import types
 import warnings
 from pathlib import Path
 
@@ -102,6 +112,11 @@ def mnist_mlp(epochs, seed):
         random_state=seed,
         device="cpu",
     )
+
+
+def mnist_mlp_parameters(sizes=(784, 256, 128, 10)):
+    """The number of parameters of the MNIST MLP (weights and biases)."""
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
 def digits_mlp(epochs, seed):
@@ -262,6 +277,102 @@ def allreduce_latency(client, sizes, repeats=50, transport="sockets"):
     return times
 
 
+#: The name the baseline's exchange module takes on the workers.
+BASELINE_MODULE = "sknet_bench_baseline_exchange"
+#: The previous protocol's header: a message number and a size, 8 bytes each.
+BASELINE_HEADER_BYTES = 16
+
+
+def baseline_source(revision):
+    """``sknet/distributed/_exchange.py`` as it was at ``revision`` (git, in this checkout)."""
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run(
+        ["git", "show", f"{revision}:sknet/distributed/_exchange.py"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def _load_baseline(source, dask_worker=None):
+    """On a worker: an earlier revision's exchange, as a module of its own, installed."""
+    module = types.ModuleType(BASELINE_MODULE)
+    exec(compile(source, f"<{BASELINE_MODULE}>", "exec"), module.__dict__)  # noqa: S102
+    sys.modules[BASELINE_MODULE] = module
+    module.install(dask_worker)
+
+
+def _time_baseline(rank, peers, n_values, repeats, run):
+    """On a worker: :func:`_time_allreduce` for the baseline's exchange (its sockets)."""
+    import distributed
+
+    from sknet.backend import get_backend
+
+    module = sys.modules[BASELINE_MODULE]
+    exchange = module.TcpExchange("sknet-bench-baseline", run, rank, peers, get_backend("cpu"))
+    buffer = np.ones(n_values, dtype=np.float32)
+    distributed.secede()
+    seconds = []
+    try:
+        for step in range(repeats):
+            start = time.perf_counter()
+            exchange.allreduce(step, buffer)
+            seconds.append(time.perf_counter() - start)
+    finally:
+        exchange.close()
+    # its count is the payload: add the header of its one message a sum (2 replicas)
+    return float(np.median(seconds[1:])), exchange.bytes_sent / repeats + BASELINE_HEADER_BYTES
+
+
+def baseline_latency(client, source, sizes, repeats=50):
+    """The sum over two replicas with the baseline's exchange: seconds and bytes a sum."""
+    peers = sorted(client.nthreads())
+    client.run(_load_baseline, source)
+    times = {}
+    for run, n in enumerate(sizes):
+        futures = [
+            client.submit(
+                _time_baseline, k, peers, n, repeats, run, workers=[peers[k]], pure=False
+            )
+            for k in range(len(peers))
+        ]
+        results = [f.result() for f in futures]
+        times[n] = (max(r[0] for r in results), results[0][1])
+    return times
+
+
+def latency_rows(client, sizes, labels, baseline=None):
+    """Each way of summing over the 2 replicas, for each size: median seconds, bytes sent.
+
+    ``'sockets'`` (the authenticated channel) and ``'dask'`` (Dask's messages,
+    what a TLS cluster uses) are this checkout's; ``baseline`` is the source of
+    an earlier revision's exchange, timed last on the same cluster.
+    """
+    ways = {
+        "sockets": allreduce_latency(client, sizes, transport="sockets"),
+        "dask": allreduce_latency(client, sizes, transport="dask"),
+    }
+    if baseline is not None:
+        ways["baseline"] = baseline_latency(client, baseline, sizes)
+    print("\nA sum over the 2 replicas, alone (median of 50 sums; bytes one replica sends):")
+    header = "  " + " " * 30 + "".join(f"{way:>22}" for way in ways)
+    print(header)
+    for n, label in zip(sizes, labels):
+        cells = "".join(f"{1e3 * ways[w][n][0]:9.3f} ms {ways[w][n][1]:9.0f} B" for w in ways)
+        print(f"  {label:20} {4 * n / 1e6:6.3f} MB {cells}")
+    if "baseline" in ways:
+        ratios = ", ".join(
+            f"{label} x{ways['sockets'][n][0] / ways['baseline'][n][0]:.2f}"
+            for n, label in zip(sizes, labels)
+        )
+        print(f"  authenticated sockets / baseline (time): {ratios}")
+    return {
+        way: {str(n): {"seconds": t, "bytes": b} for n, (t, b) in found.items()}
+        for way, found in ways.items()
+    }
+
+
 def cost_model(figures, sync_every, n_rows, batch_size):
     """Workers kept at least half busy on a 10 Gbit/s network, per count of workers K.
 
@@ -316,7 +427,16 @@ def main(argv=None):
         "--epochs", type=int, default=None, help="every row this many epochs (a quick run)"
     )
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="a git revision: also time its exchange's sum, on the same cluster, last",
+    )
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the sums over the replicas, alone"
+    )
     args = parser.parse_args(argv)
+    baseline = None if args.baseline is None else baseline_source(args.baseline)
     from dask.distributed import Client, LocalCluster
 
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -345,52 +465,54 @@ def main(argv=None):
         cluster = LocalCluster(**CLUSTER)
         client = Client(cluster)
     try:
-        for name, data, make, epochs, _ in runs:
-            table = accuracy_rows(client, name, data, make, epochs, sync_values, seeds)
-            results["accuracy"][f"{name}, {epochs} epochs"] = table
-        for value, row in zip(
-            sync_values, results["accuracy"][next(iter(results["accuracy"]))][1:]
-        ):
-            results["runs"][str(value)] = {
-                "fit_s": row["fit_s"],
-                "accuracy": float(np.mean(row["accuracy"])),
-            }
-        name, data, make, _, batch_size = runs[0]  # the cost model's network
-        X_train, y_train = data[:2]
-        models = {
-            v: fit_parallel(client, make(3, seeds[0]), X_train, y_train, v)[0] for v in sync_values
-        }
-        n_params = sum(
-            int(p.size) for p in next(iter(models.values())).estimator_.network_.params()
-        )
-        sizes = (10, n_params + 1, 5 * n_params)
-        latency = allreduce_latency(client, sizes)
-        print(f"\nA sum over the 2 replicas, alone (median of 50), {name}:")
-        for n, label in zip(sizes, ("10 values", "the gradient", "the averaged state")):
-            seconds, nbytes = latency[n]
-            print(
-                f"  {label:20} {4 * n / 1e6:6.2f} MB  {1e3 * seconds:6.2f} ms  "
-                f"{nbytes:10.0f} bytes sent a sum"
-            )
-        results["allreduce_seconds"] = {str(n): t for n, (t, _) in latency.items()}
-        results["allreduce_bytes"] = {str(n): b for n, (_, b) in latency.items()}
-        for value, model in models.items():
-            figures = sync_figures(model)
-            figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
-            figures["fixed_latency_s"] = latency[10][0]
-            table, kept = cost_model(figures, value, len(X_train), batch_size)
-            print_cost_model(value, table, kept)
-            results["cost_model"][str(value)] = {
-                **figures,
-                "table": table,
-                "workers_kept_busy": kept,
-            }
+        if args.latency_only:
+            n_params = mnist_mlp_parameters()  # no data needed: sizes only
+            sizes = (10, n_params + 1, 5 * n_params)
+            labels = ("10 values", "the gradient", "the averaged state")
+            print(f"The MNIST MLP 784-256-128-10: {n_params} parameters")
+            results["latency"] = latency_rows(client, sizes, labels, baseline)
+        else:
+            run_all(client, results, runs, sync_values, seeds, baseline)
     finally:
         client.close()
         cluster.close()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=float))
     return results
+
+
+def run_all(client, results, runs, sync_values, seeds, baseline):
+    """The accuracy rows, the sums over the replicas alone and the cost model."""
+    for name, data, make, epochs, _ in runs:
+        table = accuracy_rows(client, name, data, make, epochs, sync_values, seeds)
+        results["accuracy"][f"{name}, {epochs} epochs"] = table
+    for value, row in zip(sync_values, results["accuracy"][next(iter(results["accuracy"]))][1:]):
+        results["runs"][str(value)] = {
+            "fit_s": row["fit_s"],
+            "accuracy": float(np.mean(row["accuracy"])),
+        }
+    name, data, make, _, batch_size = runs[0]  # the cost model's network
+    X_train, y_train = data[:2]
+    models = {
+        v: fit_parallel(client, make(3, seeds[0]), X_train, y_train, v)[0] for v in sync_values
+    }
+    n_params = sum(int(p.size) for p in next(iter(models.values())).estimator_.network_.params())
+    sizes = (10, n_params + 1, 5 * n_params)
+    labels = ("10 values", "the gradient", "the averaged state")
+    results["latency"] = latency = latency_rows(client, sizes, labels, baseline)
+    results["allreduce_seconds"] = {k: v["seconds"] for k, v in latency["sockets"].items()}
+    results["allreduce_bytes"] = {k: v["bytes"] for k, v in latency["sockets"].items()}
+    for value, model in models.items():
+        figures = sync_figures(model)
+        figures["state_bytes"] = 3 * 4 * n_params  # parameters and Adam's two moments
+        figures["fixed_latency_s"] = latency["sockets"]["10"]["seconds"]
+        table, kept = cost_model(figures, value, len(X_train), batch_size)
+        print_cost_model(value, table, kept)
+        results["cost_model"][str(value)] = {
+            **figures,
+            "table": table,
+            "workers_kept_busy": kept,
+        }
 
 
 if __name__ == "__main__":

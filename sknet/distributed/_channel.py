@@ -234,9 +234,7 @@ class Listener:
         pending.pop(item.sock, None)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(item.sock)
-        with contextlib.suppress(OSError):
-            item.sock.close()
-        self.dropped += 1
+        self.dropped += 1  # counted and logged before the other end can see it closed
         if log:
             logger.warning(
                 "DataParallel channel: dropped a connection from %s:%s that %s",
@@ -244,6 +242,8 @@ class Listener:
                 item.peer[1],
                 reason,
             )
+        with contextlib.suppress(OSError):
+            item.sock.close()
 
     # -- what the replicas take -------------------------------------------------------
     def take(self, link, sender, receiver, stopped):

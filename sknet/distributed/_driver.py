@@ -1,36 +1,50 @@
-"""The driver of a DataParallel fit: shards, epochs on the workers, worker losses.
+"""The driver of a DataParallel fit: shards, epochs on the workers, failures.
 
 The driver runs in the process that calls ``fit``; it is the epoch runner the
-estimator's own fit hands its batches to (``batches_run_by``). It cuts the
-rows into one shard per worker once (:meth:`_Driver._place`), and for every
-epoch cuts the driver's permutation into the global batches one process would
-train on, tells each worker which of its rows are in which batch
-(:func:`plan_epoch`), and runs the epoch on all the replicas at once
-(:func:`~sknet.distributed._worker._run_epoch`). The replicas synchronize with
-each other, worker to worker (:mod:`~sknet.distributed._exchange`); the client
-sends each epoch's plan (and the model, only when it changed on the driver:
-a callback, a warm start, a retry) and reads the synchronized model back from
-one replica after the epoch. A worker lost during an epoch stops the epoch on
-every replica; its shard goes to another worker and the epoch runs again from
-the driver's model, or the fit stops with :class:`WorkerLostError`.
+estimator's own fit hands its batches to (``batches_run_by``). It draws the
+fit's id and secret, installs the fit's state on each worker
+(:mod:`~sknet.distributed._state`: every worker at once, through Dask), cuts
+the rows into one shard per worker once (:meth:`_Driver._place`), and for
+every epoch cuts the driver's permutation into the global batches one process
+would train on (:func:`~sknet.distributed._epochs.plan_epoch`) and runs the
+epoch on all the replicas at once (:func:`~sknet.distributed._worker._run_epoch`).
+The replicas synchronize with each other, worker to worker
+(:mod:`~sknet.distributed._exchange`); the client sends each epoch's plan (and
+the model, only when it changed on the driver: a callback, a warm start, a
+retry) and reads the synchronized model back from one replica after the
+epoch. The driver waits on the futures' own callbacks, and looks at the
+workers every ``_POLL_SECONDS``.
+
+A run that cannot complete runs again, at most ``_MAX_RETRIES`` times: a lost
+worker's shard goes to another worker (or the fit stops with
+:class:`WorkerLostError`); replicas that cannot reach each other with every
+worker alive end the fit with a ``ConnectionError`` naming the address and
+what must be open between the workers. Either way ``estimator_`` keeps the
+model of the last complete epoch.
 """
 
 import secrets
 import threading
 import time
-import types
 
 import numpy as np
 
 from sknet.distributed._channel import ChannelError, RunAborted
 from sknet.distributed._channel import settings as channel_settings
+from sknet.distributed._epochs import (
+    _keys,
+    _load,
+    _nbytes,
+    _same_state,
+    _template,
+    history_rows,
+    plan_epoch,
+)
 from sknet.distributed._state import abort, install, uninstall
 from sknet.distributed._worker import (
-    EpochPlan,
     RunInfo,
     _dask_shard,
     _run_epoch,
-    layer_states,
     replica_state,
     training_flags,
 )
@@ -55,18 +69,6 @@ OPEN_BETWEEN_WORKERS = {
     ),
     "dask": "each worker must reach the other workers' Dask ports",
 }
-#: The estimator's parameters the workers need to make its optimizer.
-_OPTIMIZER_PARAMETERS = (
-    "solver",
-    "learning_rate_init",
-    "learning_rate",
-    "momentum",
-    "nesterovs_momentum",
-    "power_t",
-    "beta_1",
-    "beta_2",
-    "epsilon",
-)
 
 
 class WorkerLostError(RuntimeError):
@@ -389,8 +391,8 @@ class _Driver:
         self._pending = {}
 
     def _is_worker_loss(self, exc):
-        distributed = self.distributed
-        return isinstance(exc, (distributed.KilledWorker, distributed.comm.CommClosedError))
+        lost = (self.distributed.KilledWorker, self.distributed.comm.CommClosedError)
+        return isinstance(exc, lost)
 
     def _replacement(self, dead):
         """A live worker for a lost shard (none of the ``dead``): one holding no shard if
@@ -406,31 +408,12 @@ class _Driver:
             time.sleep(_POLL_SECONDS)  # a nanny restarting a worker
 
     def _give_up(self, lost):
-        names = ", ".join(sorted(set(lost)))
-        self.failure = WorkerLostError(
-            f"Dask worker(s) {names} died during epoch {self._epoch} of "
-            f"DataParallel.fit; estimator_ holds the model of the last epoch "
-            f"(history_ has {len(self.estimator.history_)} epoch(s)). "
-            + (
-                "on_worker_loss='raise': the shard was not retrained elsewhere."
-                if not self.retry
-                else f"Retrying on another worker failed {_MAX_RETRIES} times."
-            ),
-            sorted(set(lost)),
-        )
+        self.failure = _worker_lost(lost, self._epoch, self.estimator, self.retry)
         raise StopTraining
 
     def _unreachable(self, errors, runs):
         """The replicas could not finish a run, with no worker lost: a ConnectionError."""
-        reasons = [str(e) for e in errors.values() if isinstance(e, ChannelError)]
-        reasons = reasons or [str(e) for e in errors.values()]
-        self.failure = ConnectionError(
-            f"The replicas of DataParallel.fit could not complete epoch {self._epoch} in "
-            f"{runs} run(s), with every worker alive: {'; '.join(sorted(set(reasons)))}. "
-            f"Between the workers, {OPEN_BETWEEN_WORKERS[self.transport]}. estimator_ holds "
-            f"the model of the last complete epoch (history_ has "
-            f"{len(self.estimator.history_)} epoch(s))."
-        )
+        self.failure = _unreachable(errors, runs, self._epoch, self.estimator, self.transport)
         raise StopTraining
 
     def close(self):
@@ -451,11 +434,30 @@ class _Driver:
         self._data = self._dask_X = None
 
 
-def _keys(futures):
-    """The keys of the futures in ``futures`` (nested tuples: a scattered tuple's)."""
-    if isinstance(futures, (tuple, list)):
-        return [key for f in futures for key in _keys(f)]
-    return [] if futures is None else [futures.key]
+def _worker_lost(lost, epoch, estimator, retry):
+    names = ", ".join(sorted(set(lost)))
+    return WorkerLostError(
+        f"Dask worker(s) {names} died during epoch {epoch} of DataParallel.fit; estimator_ "
+        f"holds the model of the last epoch (history_ has {len(estimator.history_)} "
+        "epoch(s)). "
+        + (
+            "on_worker_loss='raise': the shard was not retrained elsewhere."
+            if not retry
+            else f"Retrying on another worker failed {_MAX_RETRIES} times."
+        ),
+        sorted(set(lost)),
+    )
+
+
+def _unreachable(errors, runs, epoch, estimator, transport):
+    reasons = [str(e) for e in errors.values() if isinstance(e, ChannelError)]
+    reasons = reasons or [str(e) for e in errors.values()]
+    return ConnectionError(
+        f"The replicas of DataParallel.fit could not complete epoch {epoch} in {runs} "
+        f"run(s), with every worker alive: {'; '.join(sorted(set(reasons)))}. Between the "
+        f"workers, {OPEN_BETWEEN_WORKERS[transport]}. estimator_ holds the model of the last "
+        f"complete epoch (history_ has {len(estimator.history_)} epoch(s))."
+    )
 
 
 def _transport(client, workers):
@@ -499,119 +501,3 @@ def _dask_block_shards(client, distributed, inputs, workers, k):
         shard.dask_blocks, shard.keep = blocks, rows[start:stop] - lo
         shards.append(shard)
     return shards, X  # X keeps the blocks (and their graph) alive
-
-
-def _load(trainer, optimizer, state):
-    """Put a replica's state (read back after an epoch) into the driver's model."""
-    backend = trainer.backend
-    trainer.parameters.flat_params[...] = backend.asarray(state["params"])
-    for target, value in zip(layer_states(trainer.network), state["layer_states"]):
-        target[...] = backend.asarray(value)
-    optimizer.restore(state["optimizer"])
-
-
-def _same_state(a, b):
-    """Whether two :func:`replica_state` dicts hold the same arrays and flags."""
-    if a["flags"] != b["flags"]:
-        return False
-    pairs = [(a["params"], b["params"]), *zip(a["layer_states"], b["layer_states"])]
-    moments_a, moments_b = a["optimizer"][0], b["optimizer"][0]
-    if moments_a.keys() != moments_b.keys():
-        return False
-    for name in moments_a:
-        pairs += list(zip(moments_a[name], moments_b[name]))
-    return all(x.shape == y.shape and np.array_equal(x, y) for x, y in pairs)
-
-
-def _index_dtype(n):
-    return np.int32 if n < 2**31 else np.int64
-
-
-def _nbytes(obj):
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if isinstance(obj, dict):
-        return sum(_nbytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_nbytes(v) for v in obj)
-    return 0
-
-
-def _template(estimator, trainer, device, mode):
-    """What a worker builds its replica from (the network travels with its weights)."""
-    return types.SimpleNamespace(
-        network=trainer.network,
-        loss=estimator._loss,
-        alpha=trainer.alpha,
-        clip_norm=trainer.clip_norm,
-        hyper={name: getattr(estimator, name) for name in _OPTIMIZER_PARAMETERS},
-        device=device,
-        dtype=np.dtype(estimator.dtype),
-        samples_seen=estimator.t_,
-        mode=mode,
-    )
-
-
-def plan_epoch(shards, rows, w, batch_size, *, mode, sync_every):
-    """One :class:`EpochPlan` a shard: its rows of each global batch of the epoch."""
-    n = rows.shape[0]
-    starts = np.arange(0, n, batch_size)
-    sizes = np.minimum(batch_size, n - starts)
-    if w is None:
-        sums = sizes.astype(np.float64)
-    else:  # what one process divides each batch by (Trainer.run_epochs)
-        sums = np.add.reduceat(w[rows], starts) if n else np.zeros(0)
-    batch_of = np.arange(n) // batch_size
-    bounds = np.array([shard.start for shard in shards])
-    owner = np.searchsorted(bounds, rows, side="right") - 1
-    several = len(shards) > 1
-    plans = []
-    for shard in shards:
-        mine = np.flatnonzero(owner == shard.index)
-        batch = batch_of[mine]
-        counts = np.bincount(batch, minlength=starts.shape[0])
-        if not several:
-            local_sums = sums
-        elif w is None:
-            local_sums = counts.astype(np.float64)
-        else:
-            local_sums = np.bincount(batch, weights=w[rows[mine]], minlength=starts.shape[0])
-        positions = None
-        if mode == "gradients" and several:
-            positions = (mine - batch * batch_size).astype(np.int32)
-        order = (rows[mine] - shard.start).astype(_index_dtype(shard.n_rows))
-        plans.append(
-            EpochPlan(order, counts, sizes, sums, local_sums, positions, sync_every, mode)
-        )
-    return plans, sums, sizes
-
-
-def history_rows(results, epoch, retries, sent, started):
-    """Rows of ``sync_history_`` (one a synchronization, from the replicas' records) and of
-    ``epoch_history_`` (one for the epoch) for an epoch's ``results``."""
-    records = np.stack([r["records"] for r in results])  # (replicas, syncs, fields)
-    syncs = []
-    for i in range(records.shape[1]):
-        rows = records[:, i]
-        syncs.append(
-            {
-                "epoch": epoch,
-                "batches": int(rows[0, 0]),
-                "rows": int(rows[:, 1].sum()),
-                "bytes_between_workers": int(rows[:, 5].max()),
-                "seconds": float(rows[:, 4].max() - rows[:, 3].max()),
-                "compute_seconds": float(rows[:, 2].max()),
-                "retries": retries,
-            }
-        )
-    epoch_row = {
-        "epoch": epoch,
-        "syncs": int(records.shape[1]),
-        "bytes_sent": int(sent),
-        "bytes_received": int(sum(_nbytes(r) for r in results)),
-        "seconds": time.perf_counter() - started,
-        "compute_seconds": float(max(r["seconds"] for r in results)),
-        "retries": retries,
-        "transport": results[0]["transport"],
-    }
-    return syncs, epoch_row

@@ -95,9 +95,13 @@ class Attacker:
             for name, payload in payloads(fit_id).items():
                 try:
                     sock = socket.create_connection(address, timeout=2)
+                except OSError:
+                    continue
+                try:
                     if payload:
                         sock.sendall(payload)
-                except OSError:
+                except OSError:  # already dropped
+                    sock.close()
                     continue
                 self.open.append(sock)  # kept open: the listener must drop it
                 self.hit.setdefault(address, set()).add(name)

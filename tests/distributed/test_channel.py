@@ -26,7 +26,7 @@ from sknet.distributed._channel import (
 )
 
 FIT, SECRET = "fit-under-test", os.urandom(32)
-QUICK = Settings(connect_seconds=5.0, handshake_seconds=0.5, read_seconds=2.0)
+QUICK = Settings(connect_seconds=5.0, handshake_seconds=2.0, read_seconds=3.0)
 
 
 def never_stopped():
@@ -76,15 +76,17 @@ def test_two_ends_holding_the_secret_exchange_arrays(listener):
     one = connect(listener.address, FIT, SECRET, 0, 1, 0, QUICK, never_stopped)
     thread.join(10)
     zero = got["connection"]
-    a, b = np.arange(5.0), np.arange(5.0) * -2
-    assert one.send(7, a, never_stopped) > a.nbytes  # the payload and its header
-    received = zero.receive(7, a, never_stopped)
-    np.testing.assert_array_equal(received, a)
-    assert received is not a  # a new array, written by no one else
-    zero.send(7, b, never_stopped)
-    np.testing.assert_array_equal(one.receive(7, b, never_stopped), b)
-    one.close()
-    zero.close()
+    try:
+        a, b = np.arange(5.0), np.arange(5.0) * -2
+        assert one.send(7, a, never_stopped) > a.nbytes  # the payload and its header
+        received = zero.receive(7, a, never_stopped)
+        np.testing.assert_array_equal(received, a)
+        assert received is not a  # a new array, written by no one else
+        zero.send(7, b, never_stopped)
+        np.testing.assert_array_equal(one.receive(7, b, never_stopped), b)
+    finally:
+        one.close()
+        zero.close()
 
 
 def test_a_connection_without_the_secret_is_refused_both_ways(listener, caplog):
@@ -143,20 +145,25 @@ def test_silent_connections_hold_up_no_peer(listener, monkeypatch):
     thread.start()
     peer = connect(listener.address, FIT, SECRET, 0, 2, 0, QUICK, never_stopped)
     thread.join(10)
-    assert "c" in got
-    for sock in idle:
-        assert closed_by_the_listener(sock)  # each dropped, by the cap or by the deadline
-    assert listener.dropped >= 12
-    peer.close()
-    got["c"].close()
+    try:
+        assert "c" in got
+        for sock in idle:
+            assert closed_by_the_listener(sock)  # each dropped, by the cap or the deadline
+        assert listener.dropped >= 12
+    finally:
+        peer.close()
+        for connection in got.values():
+            connection.close()
 
 
 def test_a_place_already_taken_is_refused(listener):
     first = connect(listener.address, FIT, SECRET, 0, 1, 0, QUICK, never_stopped)
-    with pytest.raises(ChannelError, match="did not accept|closed"):
-        connect(listener.address, FIT, SECRET, 0, 1, 0, QUICK, never_stopped)
-    listener.take(0, 1, 0, never_stopped).close()
-    first.close()
+    try:
+        with pytest.raises(ChannelError, match="did not accept|closed"):
+            connect(listener.address, FIT, SECRET, 0, 1, 0, QUICK, never_stopped)
+        listener.take(0, 1, 0, never_stopped).close()
+    finally:
+        first.close()
 
 
 def pair(key_a=b"k" * 32, key_b=b"k" * 32):
@@ -191,8 +198,6 @@ def test_a_message_failing_its_header_ends_the_run(sender_key, run, size, match)
 
 def test_every_read_has_a_deadline_and_asks_whether_the_run_is_wanted(listener):
     zero, one = pair()
-    with pytest.raises(ChannelError, match="nothing came within the deadline"):
-        one.receive(0, np.ones(4), never_stopped)  # read_seconds=2, a silent peer
     calls = []
 
     def stopped():
@@ -200,12 +205,16 @@ def test_every_read_has_a_deadline_and_asks_whether_the_run_is_wanted(listener):
         if len(calls) > 2:
             raise RunAborted("the driver stopped this run")
 
-    with pytest.raises(RunAborted, match="driver stopped"):
-        one.receive(0, np.ones(4), stopped)
-    with pytest.raises(ChannelError, match=r"did not connect to replica 0's channel at 127"):
-        listener.take(0, 1, 0, never_stopped)
-    zero.close()
-    one.close()
+    try:
+        with pytest.raises(ChannelError, match="nothing came within the deadline"):
+            one.receive(0, np.ones(4), never_stopped)  # read_seconds=3, a silent peer
+        with pytest.raises(RunAborted, match="driver stopped"):
+            one.receive(0, np.ones(4), stopped)
+        with pytest.raises(ChannelError, match=r"did not connect to replica 0's channel at 127"):
+            listener.take(0, 1, 0, never_stopped)
+    finally:
+        zero.close()
+        one.close()
 
 
 def test_an_unreachable_peer_is_named_with_its_address():
