@@ -12,8 +12,9 @@ registers the MLPs with skl2onnx, for pipelines converted by skl2onnx.
 
 What it holds: the public functions (``_export``), the graph builder
 (``_builder``), the registry of converters (``_registry``), one module of
-converters per kind of layer (``_core``, ``_conv``, ``_containers``,
-``_sequence``, ``_recurrent``), the activations (``_activations``), the
+converters per kind of layer (``_core``, ``_conv``, ``_conv1d``,
+``_containers``, ``_sequence``, ``_recurrent``, ``_attention``, ``_numeric``,
+``_categorical``, ``_ensemble``), the activations (``_activations``), the
 outputs (``_outputs``) and skl2onnx's registration (``_skl2onnx``). What it
 may import: :mod:`sknet.estimators`, :mod:`sknet.layers`,
 :mod:`sknet.losses` and :mod:`sknet.backend` (onnx and skl2onnx are
@@ -21,9 +22,11 @@ imported when used).
 """
 
 from sknet.onnx import (  # noqa: F401 (the stock converters register themselves)
+    _attention,
     _categorical,
     _containers,
     _conv,
+    _conv1d,
     _core,
     _ensemble,
     _numeric,

@@ -1,8 +1,13 @@
-"""Converters of the sequence layers: token embeddings and pooling over time."""
+"""Converters of the sequence layers: token embeddings, positions, pooling over time."""
 
 import numpy as np
 
-from sknet.layers import Embedding, GlobalAvgPool1D
+from sknet.layers import (
+    Embedding,
+    GlobalAvgPool1D,
+    PositionEmbedding,
+    SinusoidalPositionEmbedding,
+)
 from sknet.onnx._registry import register_converter
 
 
@@ -28,3 +33,15 @@ def convert_global_avg_pool1d(builder, layer, X):
 
 register_converter(Embedding, convert_embedding)
 register_converter(GlobalAvgPool1D, convert_global_avg_pool1d)
+
+
+def convert_position_embedding(builder, layer, X):
+    return builder.node("Add", [X, builder.constant(layer.params["P"], "positions")])
+
+
+def convert_sinusoidal_position_embedding(builder, layer, X):
+    return builder.node("Add", [X, builder.constant(layer._table, "positions")])
+
+
+register_converter(PositionEmbedding, convert_position_embedding)
+register_converter(SinusoidalPositionEmbedding, convert_sinusoidal_position_embedding)

@@ -25,10 +25,15 @@ def run(onnx_model, X, dtype=np.float32):
     return session.run(None, {"X": X if X.dtype.kind in "iu" else X.astype(dtype)})
 
 
-def assert_round_trip(estimator, X, *, atol=1e-5, **kwargs):
-    """The exported model predicts what ``estimator`` predicts on ``X``; returns the model."""
+def assert_round_trip(estimator, X, *, atol=None, **kwargs):
+    """The exported model predicts what ``estimator`` predicts on ``X``; returns the model.
+
+    To ``atol``: 1e-5 in float32, 1e-10 in float64 (unless given).
+    """
     model = to_onnx(estimator, **kwargs)
     dtype = np.dtype(kwargs.get("dtype") or estimator.dtype)
+    if atol is None:
+        atol = 1e-5 if dtype == np.float32 else 1e-10
     outputs = run(model, X, dtype)
     if hasattr(estimator, "predict_proba"):
         labels, proba = outputs

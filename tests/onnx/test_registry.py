@@ -1,12 +1,15 @@
 """The converters' registry (sknet/onnx/_registry.py): users' layers refused, or exported."""
 
+import inspect
+
 import numpy as np
 import pytest
 
+import sknet.layers
 from sknet import NeuralNetRegressor
 from sknet.layers import Dense, Lambda, Layer, Residual, Sequential
 from sknet.onnx import register_converter, to_onnx
-from sknet.onnx._registry import _CONVERTERS, find_converter
+from sknet.onnx._registry import _CONVERTERS, NOT_EXPORTABLE, find_converter
 from tests.onnx.helpers import FILTERS, assert_round_trip, fitted
 
 pytestmark = pytest.mark.filterwarnings(*FILTERS)
@@ -112,3 +115,20 @@ def test_register_converter_checks_its_arguments():
     with pytest.raises(TypeError, match="converter must be a callable"):
         register_converter(Scale, "Mul")
     assert Scale not in _CONVERTERS
+
+
+def test_every_stock_layer_has_a_converter_or_a_reason():
+    # A layer added to sknet.layers cannot skip export: a converter, or a reason here.
+    classes = [
+        getattr(sknet.layers, name)
+        for name in sknet.layers.__all__
+        if inspect.isclass(getattr(sknet.layers, name))
+    ]
+    assert Dense in classes and Layer in classes
+    missing = [
+        c.__name__ for c in classes if find_converter(c) is None and c not in NOT_EXPORTABLE
+    ]
+    assert not missing, f"layers with neither a converter nor a reason: {missing}"
+    both = [c.__name__ for c in classes if find_converter(c) is not None and c in NOT_EXPORTABLE]
+    assert not both
+    assert all(isinstance(reason, str) and reason for reason in NOT_EXPORTABLE.values())
