@@ -3,12 +3,21 @@
 import copy
 
 import numpy as np
+from sklearn.utils._param_validation import HasMethods as _HasMethods
+from sklearn.utils._param_validation import validate_params as _validate_params
 
 from sknet.backend import get_backend as _get_backend
 from sknet.engine._memory import MemoryEstimate, estimate_memory
+from sknet.layers._base import Layer as _Layer
 from sknet.layers._base import build_layer as _build_layer
+from sknet.layers._constraints import Count as _Count
+from sknet.layers._constraints import Number as _Number
 from sknet.layers._tree import leaves as _leaves
+from sknet.losses import Loss as _Loss
 from sknet.losses import make_loss as _make_loss
+
+#: ``device``: a name (``'cpu'``, ``'cuda:0'``) or a Backend
+_DEVICE = [str, _HasMethods(["asarray", "to_numpy"])]
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
 
@@ -80,6 +89,15 @@ def _check_positive(name, value, kind):
         raise ValueError(f"{name} must be a positive {kind}, got {value!r}")
 
 
+@_validate_params(
+    {
+        "layer": [_Layer],
+        "input_shape": [tuple, list],
+        "random_state": [_Count(0, 2**32 - 1, closed="both"), None],
+        "device": _DEVICE,
+    },
+    prefer_skip_nested_validation=True,
+)
 def check_layer_gradients(
     layer,
     input_shape,
@@ -203,6 +221,19 @@ def _loss_problem(loss, rng, n_samples, n_outputs):
     return Z, Y
 
 
+@_validate_params(
+    {
+        "loss": [_Loss, str],
+        "target_type": [str, None],
+        "n_samples": [_Count(1)],
+        "n_outputs": [_Count(1)],
+        "eps": [_Number(0, None)],
+        "tol": [_Number(0, None)],
+        "random_state": [_Count(0, 2**32 - 1, closed="both"), None],
+        "device": _DEVICE,
+    },
+    prefer_skip_nested_validation=True,
+)
 def check_loss_gradients(
     loss,
     *,

@@ -349,3 +349,60 @@ def test_a_scorer_returning_one_number_is_recorded(value, clf):
     clf.set_params(early_stopping=True, scoring=_scorer(value), max_iter=2)
     expected = float(value)
     assert clf.fit(X, y).validation_scores_ == [expected, expected]
+
+
+# -- outputs of a fitted model are never non-finite without a warning naming the layer -----
+def _fitted(Est, **kwargs):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Est(max_iter=3, random_state=0, device="cpu", **kwargs).fit(X, y_reg)
+
+
+def test_outputs_that_overflow_name_the_layer_that_made_them():
+    from sknet import NeuralNetRegressor
+    from sknet.layers import Dense
+
+    reg = _fitted(NeuralNetRegressor, layers=[Dense(8, activation="relu"), Dense(8)])
+    big = np.full((3, 3), 3e38)  # finite in float32; a weighted sum of them is not
+    big[0] = X[0]
+    with (
+        np.errstate(all="ignore"),
+        pytest.warns(RuntimeWarning, match=r"2 of 3 rows are not finite.*Dense \(layers_\[0\]\)"),
+    ):
+        P = reg.predict(big)
+    assert np.isfinite(P[0]) and not np.isfinite(P[1:]).any()
+
+
+def test_an_output_activation_that_overflows_is_named():
+    reg = _fitted(MLPRegressor, hidden_layer_sizes=(4,), loss="poisson")
+    with (
+        np.errstate(all="ignore"),
+        pytest.warns(RuntimeWarning, match=r"output activation 'exp' of Poisson"),
+    ):
+        reg.predict(np.full((2, 3), 1e30))
+
+
+def test_features_that_overflow_name_the_layer():
+    from sklearn.frozen import FrozenEstimator
+
+    from sknet import FeatureExtractor, NeuralNetRegressor
+    from sknet.layers import Dense
+
+    reg = _fitted(NeuralNetRegressor, layers=[Dense(8), Dense(8, activation="relu")])
+    features = FeatureExtractor(FrozenEstimator(reg), layer=1).fit(X, y_reg)
+    with (
+        np.errstate(all="ignore"),
+        pytest.warns(RuntimeWarning, match=r"features of 1 of 1 rows .*Dense \(layers_\[0\]\)"),
+    ):
+        features.transform(np.full((1, 3), 3e38))
+
+
+def test_finite_outputs_warn_nothing():
+    import warnings
+
+    reg = _fitted(MLPRegressor, hidden_layer_sizes=(4,), loss="poisson")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isfinite(reg.predict(X)).all()

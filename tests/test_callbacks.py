@@ -367,7 +367,7 @@ def test_lr_scheduler_warms_up_batch_by_batch_then_anneals(solver, split):
 def test_lr_scheduler_refuses_a_bad_warmup(warmup, split):
     X_train, _, y_train, _ = split
     clf = MLPClassifier(max_iter=1, device="cpu", callbacks=[LRScheduler(warmup=warmup)])
-    with pytest.raises(ValueError, match="warmup must be an integer >= 0, got"):
+    with pytest.raises(ValueError, match=r"'warmup' parameter of LRScheduler must be an int in"):
         clf.fit(X_train[:50], y_train[:50])
 
 

@@ -210,7 +210,7 @@ def test_unfreeze_refuses_an_lr_scale_that_would_not_train(digits, lr_scale):
     clf = NeuralNetClassifier(
         [Dense(8, trainable=False)], callbacks=[Unfreeze(epoch=1, lr_scale=lr_scale)], **FAST
     )
-    with pytest.raises(ValueError, match="Unfreeze: lr_scale must be a positive number"):
+    with pytest.raises(ValueError, match="'lr_scale' parameter of Unfreeze must be a float"):
         clf.fit(X, y)
 
 

@@ -2,12 +2,14 @@
 
 import contextlib
 import gzip
+import os
 import reprlib
 import tarfile
 import zlib
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 
 from sknet.datasets._paths import CIFAR10_ENV_VAR, data_path
 from sknet.datasets._pickle import load_batch
@@ -175,6 +177,7 @@ def _archive_members(archive, path, names):
     return found
 
 
+@validate_params({"path": [str, os.PathLike, None]}, prefer_skip_nested_validation=True)
 def load_cifar10(path=None, *, subset="test"):
     """Load CIFAR-10 from its Python-format batches (a directory or the .tar.gz).
 

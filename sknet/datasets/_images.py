@@ -1,15 +1,18 @@
 """A folder of images per class (PNG, JPEG), read with Pillow."""
 
 import numbers
+import os
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 #: Pillow's modes of 16-bit grayscale PNGs ("I" in Pillow versions before 10).
 _SIXTEEN_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
 
 
+@validate_params({"path": [str, os.PathLike]}, prefer_skip_nested_validation=True)
 def load_image_folder(path, image_size=None, *, color_mode="rgb"):
     """Load images stored as one subfolder per class (the cats-vs-dogs layout).
 

@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 
 from sknet.datasets._paths import MNIST_ENV_VAR, data_path
 
@@ -27,6 +28,7 @@ _MNIST_FILES = {
 }
 
 
+@validate_params({"path": [str, os.PathLike]}, prefer_skip_nested_validation=True)
 def read_idx(path):
     """Read one IDX file (raw or gzip-compressed) into a NumPy array.
 
@@ -191,6 +193,10 @@ def _find(directory, name):
     raise FileNotFoundError(f"No MNIST file {name!r} (or {name}.gz) in {str(directory)!r}")
 
 
+@validate_params(
+    {"path": [str, os.PathLike, None], "flatten": ["boolean"], "scale": ["boolean"]},
+    prefer_skip_nested_validation=True,
+)
 def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
     """Load MNIST from the standard IDX files.
 

@@ -264,3 +264,47 @@ def _one_number(value, scoring):
             f"{type(value).__name__} {value!r:.60}"
         )
     return float(value)
+
+
+def warn_non_finite_outputs(network, X, P, what, stop=None, output=None):
+    """Warn when outputs ``P`` of validated ``X`` are not finite, naming the layer that made them.
+
+    Cheap when all is well: the smallest and largest output are read once.
+    Otherwise the first row with a non-finite output is run again, one layer
+    more at a time, to find the first layer (of ``network.layers[:stop]``)
+    whose outputs are not finite; ``output`` (a loss's output activation) is
+    named when every layer's were.
+    """
+    if P.size == 0 or (math.isfinite(float(P.min())) and math.isfinite(float(P.max()))):
+        return
+    xp = get_array_module(P)
+    bad = xp.argwhere(~xp.isfinite(P.reshape(P.shape[0], -1)).all(axis=1))
+    row, n_bad = int(bad[0, 0]), int(bad.shape[0])
+    culprit = _first_non_finite_layer(network, X[row : row + 1], stop)
+    if culprit is not None:
+        where = f"{type(network.layers[culprit]).__name__} (layers_[{culprit}])"
+    else:
+        owner = getattr(output, "__self__", None)
+        name = getattr(owner, "out_activation", "the output activation")
+        where = f"the output activation {name!r} of {type(owner).__name__}"
+    warnings.warn(
+        f"{what} of {n_bad} of {P.shape[0]} rows are not finite (NaN or infinity): "
+        f"{where} made the first non-finite values, for row {row} of X, whose values are "
+        f"finite. The model computes in {np.dtype(network.dtype).name}: values that grow "
+        "beyond its range become infinite; scale X, or use dtype='float64'.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _first_non_finite_layer(network, row, stop):
+    """Index of the first layer whose output for ``row`` is not finite, or None."""
+    backend = network.backend
+    n_layers = len(network.layers) if stop is None else stop
+    with backend.device_context(), np.errstate(all="ignore"):
+        Xb = backend.asarray(row, network.input_dtype)
+        for k in range(1, n_layers + 1):
+            Z = network.forward(Xb, training=False, stop=k)
+            if not bool(backend.xp.isfinite(Z).all()):
+                return k - 1
+    return None

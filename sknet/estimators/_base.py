@@ -38,10 +38,11 @@ from sknet.engine._validation import (
     check_sample_weight,
     validation_set,
     validation_split,
+    warn_non_finite_outputs,
 )
 from sknet.engine._warm_start import check_same_network, network_signature
 from sknet.estimators._persistence import PersistenceMixin
-from sknet.estimators._training import STOCHASTIC_SOLVERS, train
+from sknet.estimators._training import STOCHASTIC_SOLVERS, check_callbacks, train
 from sknet.exceptions import DeviceMemoryError
 from sknet.layers._tree import check_tree
 from sknet.losses import EnsembleLoss
@@ -267,6 +268,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         X, y, sample_weight = (a.get() if is_device_array(a) else a for a in (X, y, sample_weight))
         self._validate_params()
         self._check_params()
+        check_callbacks(self.callbacks)
         if self.max_device_memory is not None:
             parse_bytes(self.max_device_memory)  # a clear error before any work
         first_pass = not self.__sklearn_is_fitted__() or (not self.warm_start and not incremental)
@@ -393,8 +395,14 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
 
     # -- prediction -------------------------------------------------------------------
     def _predict_outputs(self, X):
-        """Outputs (after the output activation) for validated ``X``, in chunks."""
-        return self.network_.predict(X, output=self._loss.output)
+        """Outputs (after the output activation) for validated ``X``, in chunks.
+
+        Outputs that are not finite come with a warning naming the layer
+        that made them (:func:`~sknet.engine._validation.warn_non_finite_outputs`).
+        """
+        P = self.network_.predict(X, output=self._loss.output)
+        warn_non_finite_outputs(self.network_, X, P, "The outputs", output=self._loss.output)
+        return P
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -9,6 +9,8 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
+from sknet.engine._validation import warn_non_finite_outputs
+
 
 class FeatureExtractor(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     """The activations of a layer of a network, as features for any model.
@@ -117,7 +119,9 @@ class FeatureExtractor(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self.estimator_._validate_X_predict(X)
-        Z = self.estimator_.network_.predict(X, stop=self._stop)
+        network = self.estimator_.network_
+        Z = network.predict(X, stop=self._stop)
+        warn_non_finite_outputs(network, X, Z, "The features", stop=self._stop)
         return Z.reshape(Z.shape[0], -1)
 
     def get_feature_names_out(self, input_features=None):

@@ -52,7 +52,8 @@ NETWORK_PARAMETERS_DOC = """
     padding_value : float, default=None
         Sequence steps whose features all equal this value (token id, for
         token input) are padding: recurrent layers carry their state over them
-        and ``GlobalAvgPool1D`` skips them. ``None``: no padding.
+        and ``GlobalAvgPool1D`` skips them. ``None``: no padding. A finite
+        number: NaN equals nothing, and ``X`` holding NaN is refused.
 
     clip_norm : float or None, default=None
         Rescale each batch's gradient to at most this L2 norm (on the device,
@@ -78,7 +79,8 @@ class _NeuralNet(LayerListMixin, BaseNeuralNetwork):
         **BaseNeuralNetwork._parameter_constraints,
         "layers": [list, tuple, None],
         "input_shape": [tuple, list, None],
-        "padding_value": [Real, None],
+        # finite: NaN never equals a step's features (and X with NaN is refused)
+        "padding_value": [Interval(Real, None, None, closed="neither"), None],
         "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     }
     _network_parameters = ("layers", "input_shape", "padding_value")

@@ -9,7 +9,7 @@ mini-batches (:func:`train_stochastic`: the data placed on the device or
 streamed) or L-BFGS (:func:`train_lbfgs`).
 """
 
-from sknet.engine._callbacks import TrainingState, copy_callbacks
+from sknet.engine._callbacks import Callback, TrainingState, copy_callbacks
 from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet.engine._lbfgs import run_lbfgs
 from sknet.engine._optimizers import make_optimizer
@@ -57,6 +57,18 @@ def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, increm
     xp = backend.xp
     if not all(bool(xp.isfinite(w).all()) for w in est.network_.weights()):
         raise Diverged("The weights became non-finite.")
+
+
+def check_callbacks(callbacks):
+    """Callbacks' parameters, before a fit starts: a ValueError naming the callback and parameter.
+
+    A callback that lists ``_parameter_constraints`` (scikit-learn's, as the
+    stock ones do) has them checked; the fit's copies of the callbacks are
+    made later (:func:`~sknet.engine._callbacks.copy_callbacks`).
+    """
+    for callback in callbacks or ():
+        if isinstance(callback, Callback) and hasattr(callback, "_parameter_constraints"):
+            callback._validate_params()
 
 
 def builtin_callbacks(est, incremental):

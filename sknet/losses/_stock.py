@@ -1,6 +1,9 @@
 """The stock losses: log-loss, focal, squared and absolute error, Huber, quantile, Poisson."""
 
+from numbers import Real as _Real
+
 from sklearn import base as _sklearn_base
+from sklearn.utils._param_validation import Interval as _Interval
 
 from sknet.backend import get_array_module as _get_array_module
 from sknet.losses._base import Loss, _check_real, _logsumexp, _pow, _softmax, _softplus
@@ -147,6 +150,8 @@ class FocalLoss(Loss):
     'softmax'
     """
 
+    _parameter_constraints: dict = {"gamma": [_Interval(_Real, 0, None, closed="left")]}
+
     def __init__(self, gamma=2.0):
         self.gamma = gamma
 
@@ -259,6 +264,8 @@ class Huber(Loss):
     array([0.5, 1. ])
     """
 
+    _parameter_constraints: dict = {"delta": [_Interval(_Real, 0, None, closed="neither")]}
+
     def __init__(self, delta=1.0):
         self.delta = delta
 
@@ -301,6 +308,8 @@ class Quantile(Loss):
     >>> reg.fit(X, X.ravel()).predict(X[:3]).shape
     (3,)
     """
+
+    _parameter_constraints: dict = {"quantile": [_Interval(_Real, 0, 1, closed="neither")]}
 
     def __init__(self, quantile=0.5):
         self.quantile = quantile

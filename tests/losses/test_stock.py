@@ -218,13 +218,14 @@ def test_quantile_and_absolute_error():
 @pytest.mark.parametrize(
     "loss, message",
     [
-        (FocalLoss(gamma=-1), "gamma >= 0"),
-        (Huber(delta=0), "delta > 0"),
-        (Quantile(quantile=1.5), "0 < quantile < 1"),
+        (FocalLoss(gamma=-1), r"'gamma' parameter of FocalLoss must be a float in the range \[0"),
+        (Huber(delta=0), r"'delta' parameter of Huber must be a float in the range \(0"),
+        (Quantile(quantile=1.5), r"'quantile' parameter of Quantile .*\(0.0, 1.0\). Got 1.5"),
+        (Quantile(quantile=np.nan), r"'quantile' parameter of Quantile .*Got nan"),
         # not numbers: the same message, not a comparison failing in Python
-        (FocalLoss(gamma="2"), "FocalLoss needs gamma >= 0, got '2'"),
-        (Huber(delta=None), "Huber needs delta > 0, got None"),
-        (Quantile(quantile=[0.5]), r"Quantile needs 0 < quantile < 1, got \[0.5\]"),
+        (FocalLoss(gamma="2"), r"'gamma' parameter of FocalLoss .*Got '2' instead"),
+        (Huber(delta=None), r"'delta' parameter of Huber .*Got None instead"),
+        (Quantile(quantile=[0.5]), r"'quantile' parameter of Quantile .*Got \[0.5\] instead"),
     ],
 )
 def test_bad_loss_parameters_are_clear_errors(loss, message):
