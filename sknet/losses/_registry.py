@@ -49,6 +49,8 @@ def make_loss(loss, target_type=None):
     if isinstance(loss, Loss):
         _check_overrides(loss)
         loss = _sklearn_base.clone(loss)
+        if hasattr(loss, "_parameter_constraints"):  # scikit-learn's, as the stock losses list
+            loss._validate_params()
     else:
         try:
             loss = LOSSES[loss]()
