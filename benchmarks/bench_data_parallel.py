@@ -51,6 +51,7 @@ sums alone, for the MNIST MLP's sizes (no data needed).
 """
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -281,6 +282,8 @@ def allreduce_latency(client, sizes, repeats=50, transport="sockets"):
 BASELINE_MODULE = "sknet_bench_baseline_exchange"
 #: The previous protocol's header: a message number and a size, 8 bytes each.
 BASELINE_HEADER_BYTES = 16
+#: The baseline's run numbers: a new one for every timing (its channels are per run).
+_BASELINE_RUNS = itertools.count()
 
 
 def baseline_source(revision):
@@ -299,6 +302,7 @@ def _load_baseline(source, dask_worker=None):
     """On a worker: an earlier revision's exchange, as a module of its own, installed."""
     module = types.ModuleType(BASELINE_MODULE)
     exec(compile(source, f"<{BASELINE_MODULE}>", "exec"), module.__dict__)  # noqa: S102
+    module.HANDLER = "sknet_bench_baseline_deliver"  # beside this checkout's handler
     sys.modules[BASELINE_MODULE] = module
     module.install(dask_worker)
 
@@ -325,12 +329,12 @@ def _time_baseline(rank, peers, n_values, repeats, run):
     return float(np.median(seconds[1:])), exchange.bytes_sent / repeats + BASELINE_HEADER_BYTES
 
 
-def baseline_latency(client, source, sizes, repeats=50):
-    """The sum over two replicas with the baseline's exchange: seconds and bytes a sum."""
+def baseline_latency(client, sizes, repeats=50):
+    """The sum over two replicas with the baseline's exchange (loaded): seconds, bytes a sum."""
     peers = sorted(client.nthreads())
-    client.run(_load_baseline, source)
     times = {}
-    for run, n in enumerate(sizes):
+    for n in sizes:
+        run = next(_BASELINE_RUNS)
         futures = [
             client.submit(
                 _time_baseline, k, peers, n, repeats, run, workers=[peers[k]], pure=False
@@ -342,34 +346,48 @@ def baseline_latency(client, source, sizes, repeats=50):
     return times
 
 
-def latency_rows(client, sizes, labels, baseline=None):
+def latency_rows(client, sizes, labels, baseline=None, rounds=3):
     """Each way of summing over the 2 replicas, for each size: median seconds, bytes sent.
 
     ``'sockets'`` (the authenticated channel) and ``'dask'`` (Dask's messages,
     what a TLS cluster uses) are this checkout's; ``baseline`` is the source of
-    an earlier revision's exchange, timed last on the same cluster.
+    an earlier revision's exchange. The ways take turns, ``rounds`` times, on
+    the same cluster (a machine whose load drifts weighs on each alike); each
+    figure is the median of its rounds' medians.
     """
-    ways = {
-        "sockets": allreduce_latency(client, sizes, transport="sockets"),
-        "dask": allreduce_latency(client, sizes, transport="dask"),
+    timers = {
+        "sockets": lambda: allreduce_latency(client, sizes, transport="sockets"),
+        "dask": lambda: allreduce_latency(client, sizes, transport="dask"),
     }
     if baseline is not None:
-        ways["baseline"] = baseline_latency(client, baseline, sizes)
-    print("\nA sum over the 2 replicas, alone (median of 50 sums; bytes one replica sends):")
-    header = "  " + " " * 30 + "".join(f"{way:>22}" for way in ways)
-    print(header)
+        client.run(_load_baseline, baseline)
+        timers["baseline"] = lambda: baseline_latency(client, sizes)
+    found = {way: [] for way in timers}
+    for _ in range(rounds):
+        for way, timer in timers.items():
+            found[way].append(timer())
+    ways = {
+        way: {n: (float(np.median([r[n][0] for r in runs])), runs[0][n][1]) for n in sizes}
+        for way, runs in found.items()
+    }
+    print(
+        f"\nA sum over the 2 replicas, alone (median of {rounds} rounds of 50 sums; "
+        "bytes one replica sends):"
+    )
+    print("  " + " " * 30 + "".join(f"{way:>22}" for way in ways))
     for n, label in zip(sizes, labels):
         cells = "".join(f"{1e3 * ways[w][n][0]:9.3f} ms {ways[w][n][1]:9.0f} B" for w in ways)
         print(f"  {label:20} {4 * n / 1e6:6.3f} MB {cells}")
     if "baseline" in ways:
-        ratios = ", ".join(
-            f"{label} x{ways['sockets'][n][0] / ways['baseline'][n][0]:.2f}"
-            for n, label in zip(sizes, labels)
-        )
-        print(f"  authenticated sockets / baseline (time): {ratios}")
+        for way in ("sockets", "dask"):
+            ratios = ", ".join(
+                f"{label} x{ways[way][n][0] / ways['baseline'][n][0]:.2f}"
+                for n, label in zip(sizes, labels)
+            )
+            print(f"  {way} / baseline (time): {ratios}")
     return {
-        way: {str(n): {"seconds": t, "bytes": b} for n, (t, b) in found.items()}
-        for way, found in ways.items()
+        way: {str(n): {"seconds": t, "bytes": b} for n, (t, b) in by_size.items()}
+        for way, by_size in ways.items()
     }
 
 

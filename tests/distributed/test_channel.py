@@ -180,7 +180,7 @@ def pair(key_a=b"k" * 32, key_b=b"k" * 32):
     [
         (b"x" * 32, 3, 4, "failed its authentication"),  # a forged message
         (b"k" * 32, 4, 4, "out of step"),  # a message of another run
-        (b"k" * 32, 3, 2**16, "out of step"),  # a peer's header, a huge payload
+        (b"k" * 32, 3, 2**12, "out of step"),  # a peer's header, a larger payload
     ],
     ids=["forged", "other-run", "huge-payload"],
 )
