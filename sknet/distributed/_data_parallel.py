@@ -16,8 +16,10 @@ Needs ``pip install "sknet-nn[distributed]"`` (dask and distributed), which is
 imported only when a fit runs. This module is the public estimator; the
 driver (:mod:`~sknet.distributed._driver`), the inputs
 (:mod:`~sknet.distributed._inputs`), what runs on the workers
-(:mod:`~sknet.distributed._worker`) and how they combine
-(:mod:`~sknet.distributed._exchange`) live apart.
+(:mod:`~sknet.distributed._worker`), the fit's state there
+(:mod:`~sknet.distributed._state`) and how the replicas combine
+(:mod:`~sknet.distributed._exchange`, :mod:`~sknet.distributed._channel`)
+live apart.
 """
 
 import copy
@@ -224,9 +226,9 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         from one replica, and the replicas' records), ``seconds`` (wall
         clock), ``compute_seconds`` (the slowest replica's epoch),
         ``retries`` and ``transport`` (how the replicas' arrays travelled:
-        ``'sockets'`` between the workers, ``'nccl'`` between GPUs, ``'dask'``
-        messages on a cluster whose comms are not plain TCP, ``'none'`` with
-        one worker).
+        ``'sockets'`` between the workers, authenticated, on a plain TCP
+        cluster; ``'dask'`` messages on a TLS, in-process or other cluster;
+        ``'nccl'`` between GPUs; ``'none'`` with one worker).
 
     See Also
     --------
@@ -245,7 +247,8 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     ``BatchNorm`` normalizes each worker's part of a batch by that part's
     statistics (the running statistics are averaged after each epoch).
     With several workers and ``random_state`` set, two fits give the same
-    model whatever the workers are. An epoch run again after a worker loss
+    model whatever the workers are, on any kind of cluster (processes,
+    threads, IPv6, TLS). An epoch run again after a worker loss
     gives the undisturbed model bit for bit, except that dropout draws new
     masks from there on.
 
@@ -255,6 +258,14 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     synchronized model. With Dask input and ``early_stopping=True`` the
     validation rows are drawn by DataParallel from ``estimator.random_state``.
     Callbacks' ``on_batch_end`` run on the driver after each epoch's batches.
+
+    The replicas' arrays go worker to worker. On a plain TCP cluster each
+    worker opens one port for the fit (the other workers must be able to
+    connect to it), and a connection counts only once both ends proved they
+    hold the fit's secret (sent through Dask); on a TLS cluster the arrays
+    keep to Dask's comms. Replicas that cannot reach each other end the fit,
+    after three more tries, with a ``ConnectionError`` naming the address.
+    The user guide's Dask page says what each setting trusts.
 
     Examples
     --------
