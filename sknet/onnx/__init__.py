@@ -14,10 +14,11 @@ What it holds: the public functions (``_export``), the graph builder
 (``_builder``), the registry of converters (``_registry``), one module of
 converters per kind of layer (``_core``, ``_conv``, ``_conv1d``,
 ``_containers``, ``_sequence``, ``_recurrent``, ``_attention``, ``_numeric``,
-``_categorical``, ``_ensemble``), the activations (``_activations``), the
-outputs (``_outputs``) and skl2onnx's registration (``_skl2onnx``). What it
-may import: :mod:`sknet.estimators`, :mod:`sknet.layers`,
-:mod:`sknet.losses` and :mod:`sknet.backend` (onnx and skl2onnx are
+``_categorical``, ``_ensemble``), the activations (``_activations``), a
+table's column plan (``_tabular``), the outputs (``_outputs``) and
+skl2onnx's registration (``_skl2onnx``). What it may import:
+:mod:`sknet.estimators`, :mod:`sknet.layers`, :mod:`sknet.losses`,
+:mod:`sknet.tabular` and :mod:`sknet.backend` (onnx and skl2onnx are
 imported when used).
 """
 

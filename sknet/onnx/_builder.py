@@ -86,6 +86,9 @@ class GraphBuilder:
         The nodes, in order.
     initializers : list of onnx.TensorProto
         The constants (the graph's, shared with subgraphs).
+    domains : set of str
+        The operator domains besides ONNX's own that the nodes use
+        (``'ai.onnx.ml'``): the model imports them.
 
     Examples
     --------
@@ -109,6 +112,7 @@ class GraphBuilder:
         self._parent = _parent
         self._names = _parent._names if _parent is not None else _Names()
         self.initializers = _parent.initializers if _parent is not None else []
+        self.domains = _parent.domains if _parent is not None else set()
 
     # -- names, constants, nodes ----------------------------------------------------
     def unique(self, hint):
@@ -154,6 +158,8 @@ class GraphBuilder:
         ``attributes`` are the operator's (``axis=1``, a subgraph for Scan).
         """
         hint = hint or op_type
+        if domain:
+            self.domains.add(domain)
         outputs = [self.unique(hint) for _ in range(n_outputs)]
         self.nodes.append(
             _onnx().helper.make_node(

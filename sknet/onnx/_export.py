@@ -21,6 +21,11 @@ from sknet.onnx._outputs import (
     is_classifier,
     output_activation,
 )
+from sknet.onnx._tabular import table_inputs
+from sknet.tabular import TabularEncoder
+
+#: the opsets of the other domains a graph may use (ai.onnx.ml's LabelEncoder-2)
+_DOMAIN_OPSETS = {"ai.onnx.ml": 3}
 
 
 def _onnx():
@@ -187,12 +192,20 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
         builder.unique(name)
     output = check_output(estimator)
     network = estimator.network_
-    info, X = network_input(builder, estimator, flat_input)
+    encoder = getattr(estimator, "encoder_", None)
+    if isinstance(encoder, TabularEncoder):  # a table's columns first
+        infos, X = table_inputs(builder, encoder)
+    else:
+        info, X = network_input(builder, estimator, flat_input)
+        infos = [info]
     Z = network_outputs(builder, network, X)
     members = getattr(network.layers[-1], "n_members_", None) is not None
     P = output_activation(builder, output, Z, members)
+    if hasattr(estimator, "target_scale_"):  # standardized targets, mapped back
+        P = builder.node("Mul", [P, builder.constant(estimator.target_scale_, "target_scale")])
+        P = builder.node("Add", [P, builder.constant(estimator.target_mean_, "target_mean")])
     outputs = _graph_outputs(builder, estimator, P)
-    return make_model(builder, [info], outputs, type(estimator).__name__)
+    return make_model(builder, infos, outputs, type(estimator).__name__)
 
 
 def _graph_outputs(builder, estimator, P):
@@ -222,6 +235,9 @@ def make_model(builder, inputs, outputs, name):
         builder.nodes, f"sknet_{name}", inputs, outputs, initializer=builder.initializers
     )
     opsets = [onnx.helper.make_opsetid("", builder.opset)]
+    opsets += [
+        onnx.helper.make_opsetid(domain, _DOMAIN_OPSETS[domain]) for domain in builder.domains
+    ]
     model = onnx.helper.make_model(
         graph, opset_imports=opsets, producer_name="sknet", producer_version=__version__
     )

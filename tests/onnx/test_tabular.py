@@ -1,0 +1,127 @@
+"""A table's column plan as ONNX nodes (sknet/onnx/_tabular.py), against TabularEncoder."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.special import ndtri
+
+from sknet.onnx import GraphBuilder
+from sknet.onnx._export import make_model
+from sknet.onnx._tabular import interp, table_inputs
+from sknet.onnx._tabular import ndtri as onnx_ndtri
+from sknet.tabular import TabularEncoder
+from tests.onnx.helpers import FILTERS, rt
+
+onnx = pytest.importorskip("onnx")
+pytestmark = pytest.mark.filterwarnings(*FILTERS)
+
+
+def _session(builder, inputs, output, dtype=np.float64):
+    info = onnx.helper.make_tensor_value_info(
+        "out", onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [None, None]
+    )
+    builder.nodes.append(onnx.helper.make_node("Identity", [output], ["out"]))
+    model = make_model(builder, inputs, [info], "test")
+    return rt.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _column(name="x"):
+    return onnx.helper.make_tensor_value_info(name, onnx.TensorProto.DOUBLE, ["N", 1])
+
+
+def test_the_normal_quantile_function_is_scipys_to_float64_rounding():
+    p = np.concatenate(
+        [
+            [1e-7, 1e-6, 0.01, 0.075, 0.0750001, 0.5, 0.925, 0.9249999, 1 - 1e-7],
+            np.exp(-25.0 - np.linspace(0, 1, 5)) + 1e-7,  # sqrt(-log(p)) about 5: both sides
+            np.random.RandomState(0).uniform(1e-7, 1 - 1e-7, 500),
+        ]
+    ).reshape(-1, 1)
+    builder = GraphBuilder(np.float64, 17)
+    (got,) = _session(builder, [_column()], onnx_ndtri(builder, "x")).run(None, {"x": p})
+    assert_allclose(got, ndtri(p), rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "xp",
+    [
+        np.array([0.0, 1.0, 2.0, 5.0]),
+        np.array([0.0, 1.0, 1.0, 1.0, 3.0, 3.0]),  # ties
+        np.array([-2.0, -2.0, 4.0]),
+    ],
+)
+def test_interp_is_numpys(xp):
+    fp = np.linspace(0, 1, xp.size)
+    x = np.concatenate([xp, xp + 1e-9, xp - 1e-9, [-10.0, 10.0], np.linspace(-3, 6, 91)])
+    x = x.reshape(-1, 1)
+    builder = GraphBuilder(np.float64, 17)
+    (got,) = _session(builder, [_column()], interp(builder, "x", xp, fp)).run(None, {"x": x})
+    assert_allclose(got.ravel(), np.interp(x.ravel(), xp, fp), rtol=0, atol=1e-15)
+
+
+def _frame(n=200, seed=0):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(seed)
+    frame = pd.DataFrame(
+        {
+            "age": rng.normal(40, 10, n).round(),  # ties
+            "income": np.where(rng.rand(n) < 0.1, np.nan, rng.lognormal(10, 1, n)),
+            "constant": np.ones(n),
+            "color": rng.choice(["red", "green", "blue", None], n),
+            "size": rng.choice([1, 2, 3], n).astype(float),
+            "member": rng.rand(n) < 0.5,
+        }
+    )
+    frame["size"] = frame["size"].where(rng.rand(n) > 0.1)
+    return frame
+
+
+def _feed(frame):
+    feed = {}
+    for name in frame.columns:
+        column = frame[[name]].to_numpy()
+        if column.dtype.kind == "O":
+            # a missing string is the empty string
+            feed[name] = np.array([["" if v != v or v is None else v] for v in column[:, 0]])
+        else:
+            feed[name] = column.astype(np.float64)
+    return feed
+
+
+@pytest.mark.parametrize("scaling", ["quantile", "robust", "standard", None])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_column_plan_of_a_data_frame(scaling, dtype):
+    frame = _frame()
+    encoder = TabularEncoder(
+        numeric_scaling=scaling, categorical_features=["color", "size", "member"], dtype=dtype
+    ).fit(frame.iloc[:150])
+    builder = GraphBuilder(np.dtype(dtype), 17)
+    inputs, encoded = table_inputs(builder, encoder)
+    assert [i.name for i in inputs] == list(frame.columns)
+    (got,) = _session(builder, inputs, encoded, dtype).run(None, _feed(frame))
+    expected = encoder.transform(frame)
+    codes = encoder.output_groups_["categorical"]
+    assert_array_equal(got[:, codes], expected[:, codes])
+    assert_allclose(got, expected, rtol=0, atol=1e-6 if dtype == "float32" else 1e-12)
+
+
+def test_unknown_categories_and_an_array_of_numbers():
+    rng = np.random.RandomState(0)
+    X = np.column_stack([rng.normal(size=100), rng.randint(0, 4, 100), rng.normal(size=100)])
+    X[::7, 0] = np.nan
+    encoder = TabularEncoder(categorical_features=[1], n_bins=8).fit(X)
+    builder = GraphBuilder(np.float32, 17)
+    inputs, encoded = table_inputs(builder, encoder)
+    assert [i.name for i in inputs] == ["X"]
+    test = X.copy()
+    test[:5, 1] = [7, -1, np.nan, 2.5, 3]  # unknown, unknown, missing, unknown, known
+    (got,) = _session(builder, inputs, encoded, np.float32).run(None, {"X": test})
+    assert_allclose(got, encoder.transform(test), rtol=0, atol=1e-6)
+    assert_array_equal(got[:5, -1], [5, 5, 0, 5, 4])
+
+
+def test_a_column_of_mixed_categories_is_refused():
+    X = np.array([["a", 1.0], [2, 2.0], ["a", 3.0]], dtype=object)
+    encoder = TabularEncoder(categorical_features=[0]).fit(X)
+    with pytest.raises(ValueError, match="categories of several types"):
+        table_inputs(GraphBuilder(np.float32, 17), encoder)
