@@ -126,6 +126,42 @@ def sequence_kernels(jit, reduce_jit):
                 row[j] += src[j]
 
     @jit
+    def windows_1d(X, stride, dilation, left, out):
+        # out (N, OT, k, C): out[n, t, j] = X[n, t * stride + j * dilation - left], or 0
+        # outside X; each copy moves C contiguous features (bounds checked here)
+        N, T, C = X.shape
+        OT, k = out.shape[1], out.shape[2]
+        zero = out.dtype.type(0)
+        for n in range(N):
+            for t in range(OT):
+                for j in range(k):
+                    s = t * stride + j * dilation - left
+                    dst = out[n, t, j]
+                    if 0 <= s < T:
+                        src = X[n, s]
+                        for c in range(C):
+                            dst[c] = src[c]
+                    else:
+                        for c in range(C):
+                            dst[c] = zero
+
+    @jit
+    def windows_1d_adjoint(dcol, stride, dilation, left, out):
+        # out (N, T, C) = the sum of the windows dcol (N, OT, k, C) back onto their steps
+        N, OT, k, C = dcol.shape
+        T = out.shape[1]
+        for n in range(N):
+            acc = out[n]
+            acc[:, :] = 0
+            for t in range(OT):
+                for j in range(k):
+                    s = t * stride + j * dilation - left
+                    if 0 <= s < T:
+                        dst, src = acc[s], dcol[n, t, j]
+                        for c in range(C):
+                            dst[c] += src[c]
+
+    @jit
     def dropout_apply(X, u, threshold, scale, out):
         # flat views: out = X * scale where u >= threshold, else 0 (out may be X)
         zero = out.dtype.type(0)
@@ -162,6 +198,8 @@ def sequence_kernels(jit, reduce_jit):
                     out[n, at[c], c] += grad[c]
 
     return {
+        "windows_1d": windows_1d,
+        "windows_1d_adjoint": windows_1d_adjoint,
         "dropout_apply": dropout_apply,
         "max_pool_1d_forward": max_pool_1d_forward,
         "max_pool_1d_backward": max_pool_1d_backward,

@@ -124,18 +124,18 @@ class NumpySequenceKernels:
         raw = generator.bit_generator.random_raw(-(-count // 4))
         return raw.view(np.uint16)[:count].reshape(shape)
 
-    def im2col_1d(self, Xp, kernel, stride, dilation, out):
-        # one strided view of every window, copied once
-        N, Tp, C = Xp.shape
-        OT = out.shape[1]
-        inside = OT >= 1 and (OT - 1) * stride + (kernel - 1) * dilation < Tp
-        require("im2col_1d", inside and out.shape == (N, OT, kernel, C), Xp, out)
-        sN, sT, sC = Xp.strides
-        windows = np.lib.stride_tricks.as_strided(
-            Xp,
-            shape=(N, OT, kernel, C),
-            strides=(sN, sT * stride, sT * dilation, sC),
-            writeable=False,
-        )
-        np.copyto(out, windows)
+    def im2col_1d(self, X, stride, dilation, left, out):
+        if self.kernels is None or not _c_arrays(X, out):
+            return super().im2col_1d(X, stride, dilation, left, out)
+        N, T, C = X.shape
+        require("im2col_1d", out.ndim == 4 and out.shape[::3] == (N, C), X, out)
+        self.kernels["windows_1d"](X, stride, dilation, left, out)
+        return out
+
+    def col2im_1d(self, dcol, stride, dilation, left, out):
+        if self.kernels is None or not _c_arrays(dcol, out):
+            return super().col2im_1d(dcol, stride, dilation, left, out)
+        N, T, C = out.shape
+        require("col2im_1d", dcol.ndim == 4 and dcol.shape[::3] == (N, C), dcol, out)
+        self.kernels["windows_1d_adjoint"](dcol, stride, dilation, left, out)
         return out

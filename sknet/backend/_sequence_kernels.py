@@ -114,26 +114,34 @@ class SequenceKernels:
         out[:, left : left + T] = X
         return out
 
-    def im2col_1d(self, Xp, kernel, stride, dilation, out):
-        """Windows of padded sequences ``Xp`` (N, Tp, C) as (N, OT, kernel, C), into ``out``.
+    def im2col_1d(self, X, stride, dilation, left, out):
+        """Windows of sequences ``X`` (N, T, C) as ``out`` (N, OT, kernel, C).
 
-        ``out[n, t, j]`` is step ``t * stride + j * dilation`` of ``Xp[n]``;
-        reshaped to (N * OT, kernel * C) it is the convolution's left operand.
+        ``out[n, t, j]`` is step ``t * stride + j * dilation - left`` of
+        ``X[n]``, zeros outside the sequence (``left`` padded steps before it,
+        as many after as the windows reach); reshaped to (N * OT, kernel * C)
+        it is the convolution's left operand.
         """
-        OT = out.shape[1]
+        N, T, C = X.shape
+        OT, kernel = out.shape[1], out.shape[2]
+        Tp = max(left + T, (OT - 1) * stride + (kernel - 1) * dilation + 1)
+        Xp = self.pad_steps(X, left, Tp - left - T, 0, self.xp.empty((N, Tp, C), X.dtype))
         for j in range(kernel):
             start = j * dilation
             out[:, :, j] = Xp[:, start : start + stride * (OT - 1) + 1 : stride]
         return out
 
-    def col2im_1d(self, dcol, stride, dilation, out):
-        """The adjoint of :meth:`im2col_1d`: windows (N, OT, kernel, C) summed into ``out``
-        (N, Tp, C), the padded steps included."""
-        OT, kernel = dcol.shape[1], dcol.shape[2]
-        out[...] = 0
+    def col2im_1d(self, dcol, stride, dilation, left, out):
+        """The adjoint of :meth:`im2col_1d`: windows (N, OT, kernel, C) summed into the
+        sequences ``out`` (N, T, C); what fell on padded steps is dropped."""
+        N, OT, kernel, C = dcol.shape
+        T = out.shape[1]
+        Tp = max(left + T, (OT - 1) * stride + (kernel - 1) * dilation + 1)
+        padded = self.xp.zeros((N, Tp, C), dcol.dtype)
         for j in range(kernel):
             start = j * dilation
-            out[:, start : start + stride * (OT - 1) + 1 : stride] += dcol[:, :, j]
+            padded[:, start : start + stride * (OT - 1) + 1 : stride] += dcol[:, :, j]
+        out[...] = padded[:, left : left + T]
         return out
 
     def max_pool_1d_forward(self, Xp, kernel, stride, Y, argmax):

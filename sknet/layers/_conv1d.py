@@ -184,15 +184,9 @@ class Conv1D(Layer):
     def _windows(self, X, buffer):
         """The window matrix (N * OT, k * C) of sequences ``X``."""
         N, T, C = X.shape
-        left, right = self._padding
         k, OT = int(self.kernel_size), self.output_shape_[0]
-        Xp = X
-        if left or right or not X.flags.c_contiguous:
-            Xp = self.backend_.pad_steps(
-                X, left, right, 0, buffer("padded", (N, T + left + right, C))
-            )
         col = buffer("col", (N, OT, k, C))
-        self.backend_.im2col_1d(Xp, k, self._stride, self._dilation, col)
+        self.backend_.im2col_1d(X, self._stride, self._dilation, self._padding[0], col)
         return col.reshape(N * OT, k * C)
 
     def forward(self, X, *, training):
@@ -234,12 +228,9 @@ class Conv1D(Layer):
         if self.skip_input_grad:
             return None
         T, C = self.input_shape_
-        k, (left, right) = int(self.kernel_size), self._padding
+        k = int(self.kernel_size)
         dcol = xp.matmul(dZ, W.T, out=self._buffer("dcol", col.shape))
-        dXp = self._buffer("dpadded", (N, T + left + right, C))
-        backend.col2im_1d(dcol.reshape(N, OT, k, C), self._stride, self._dilation, dXp)
-        if not (left or right):
-            return dXp
         dX = self._buffer("dX", (N, T, C))
-        dX[...] = dXp[:, left : left + T]
-        return dX
+        return backend.col2im_1d(
+            dcol.reshape(N, OT, k, C), self._stride, self._dilation, self._padding[0], dX
+        )

@@ -67,21 +67,27 @@ def test_attention_softmax_and_its_gradient(backend, dtype, causal, masked):
 
 
 @pytest.mark.parametrize("stride, dilation", [(1, 1), (2, 1), (1, 3), (3, 2)])
-def test_im2col_1d_and_its_adjoint(backend, stride, dilation):
+@pytest.mark.parametrize("left, right", [(0, 0), (2, 1), (1, 3)])
+def test_im2col_1d_and_its_adjoint(backend, stride, dilation, left, right):
     rng = np.random.RandomState(2)
-    N, Tp, C, k = 2, 11, 3, 3
-    OT = (Tp - dilation * (k - 1) - 1) // stride + 1
-    Xp = rng.standard_normal((N, Tp, C))
+    N, T, C, k = 2, 9, 3, 3
+    Xp = np.concatenate(
+        [np.zeros((N, left, C)), rng.standard_normal((N, T, C)), np.zeros((N, right, C))], 1
+    )
+    X = np.ascontiguousarray(Xp[:, left : left + T])
+    OT = (Xp.shape[1] - dilation * (k - 1) - 1) // stride + 1
     col = backend.im2col_1d(
-        backend.asarray(Xp), k, stride, dilation, backend.xp.empty((N, OT, k, C))
+        backend.asarray(X), stride, dilation, left, backend.xp.empty((N, OT, k, C))
     )
     for t in range(OT):
         for j in range(k):
             assert_array_equal(backend.to_numpy(col)[:, t, j], Xp[:, t * stride + j * dilation])
     # <im2col(X), D> == <X, col2im(D)>: col2im is the adjoint
     D = rng.standard_normal((N, OT, k, C))
-    back = backend.col2im_1d(backend.asarray(D), stride, dilation, backend.xp.empty((N, Tp, C)))
-    assert_allclose((backend.to_numpy(col) * D).sum(), (Xp * backend.to_numpy(back)).sum())
+    back = backend.col2im_1d(
+        backend.asarray(D), stride, dilation, left, backend.xp.empty((N, T, C))
+    )
+    assert_allclose((backend.to_numpy(col) * D).sum(), (X * backend.to_numpy(back)).sum())
 
 
 def test_max_pool_1d_routes_the_gradient_to_the_first_maximum(backend):
@@ -105,8 +111,10 @@ def test_the_compiled_kernels_refuse_arrays_that_do_not_fit():
         cpu.layer_norm_forward(X, np.ones(2), np.zeros(3), 1e-5, X.copy(), X.copy(), np.empty(4))
     with pytest.raises(ValueError, match="attention_softmax"):
         cpu.attention_softmax(np.zeros((2, 1, 3, 3)), np.ones((2, 4), bool), False)
-    with pytest.raises(ValueError, match="im2col_1d"):  # a window past the end
-        cpu.im2col_1d(np.zeros((1, 5, 2)), 3, 2, 2, np.empty((1, 2, 3, 2)))
+    with pytest.raises(ValueError, match="im2col_1d"):  # windows of other features
+        cpu.im2col_1d(np.zeros((1, 5, 2)), 1, 1, 0, np.empty((1, 3, 3, 4)))
+    with pytest.raises(ValueError, match="col2im_1d"):
+        cpu.col2im_1d(np.zeros((2, 3, 3, 2)), 1, 1, 0, np.empty((1, 5, 2)))
 
 
 @pytest.mark.parametrize("kernel, stride", [(2, 2), (3, 1), (3, 2), (2, 3)])
