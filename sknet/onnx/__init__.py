@@ -17,9 +17,8 @@ converters per kind of layer (``_core``, ``_conv``, ``_conv1d``,
 ``_categorical``, ``_ensemble``), the activations (``_activations``), a
 table's column plan (``_tabular``), the outputs (``_outputs``) and
 skl2onnx's registration (``_skl2onnx``). What it may import:
-:mod:`sknet.estimators`, :mod:`sknet.layers`, :mod:`sknet.losses`,
-:mod:`sknet.tabular` and :mod:`sknet.backend` (onnx and skl2onnx are
-imported when used).
+``sknet.estimators``, ``sknet.layers``, ``sknet.losses``, ``sknet.tabular``
+and ``sknet.backend`` (onnx and skl2onnx are imported when used).
 """
 
 from sknet.onnx import (  # noqa: F401 (the stock converters register themselves)
