@@ -7,6 +7,7 @@ import numpy as np
 from sknet.backend import get_array_module
 from sknet.layers._base import Layer, build_layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
+from sknet.layers._steps import checked_mask
 
 
 class Embedding(Layer):
@@ -293,6 +294,7 @@ class GlobalAvgPool1D(Layer):
 
     def forward(self, X, *, training, mask=None):
         xp = self.xp
+        mask = checked_mask(self, X, mask)
         if mask is None:
             weights = xp.full(X.shape[:2], 1.0 / X.shape[1], dtype=X.dtype)
         else:

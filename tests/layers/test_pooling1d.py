@@ -5,7 +5,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from sknet.backend import get_backend
-from sknet.layers import AvgPool1D, GlobalMaxPool1D, MaxPool1D
+from sknet.layers import AvgPool1D, GlobalAvgPool1D, GlobalMaxPool1D, MaxPool1D
 from sknet.layers._base import build_layer
 from sknet.utils import check_layer_gradients
 from tests.layers.oracles import build
@@ -98,8 +98,9 @@ def test_global_max_pool_gradient_and_torch():
     assert_allclose(layer.backward(R), Xt.grad.numpy())
 
 
-def test_a_mask_that_does_not_fit_the_steps_is_refused():
-    layer = build(GlobalMaxPool1D(), (T, C), get_backend("cpu"))
+@pytest.mark.parametrize("pool", [GlobalMaxPool1D, GlobalAvgPool1D])
+def test_a_mask_that_does_not_fit_the_steps_is_refused(pool):
+    layer = build(pool(), (T, C), get_backend("cpu"))
     with pytest.raises(ValueError, match="padding_value masks only layers"):
         layer.forward(np.zeros((2, T, C)), training=False, mask=np.ones((2, T + 1), bool))
 
