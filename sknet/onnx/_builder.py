@@ -119,6 +119,16 @@ class GraphBuilder:
         """A name used nowhere else in the graph, made from ``hint``."""
         return self._names.unique(hint)
 
+    def reserve(self, name):
+        """Keep ``name`` (a graph input's or output's) from the names :meth:`unique` makes.
+
+        A ValueError if it is taken already.
+        """
+        if name in self._names.used:
+            raise ValueError(f"the ONNX graph already has a value named {name!r}")
+        self._names.used.add(name)
+        return name
+
     def constant(self, value, hint="const", *, dtype=None):
         """An initializer holding ``value``; returns its name.
 

@@ -83,6 +83,7 @@ def _value_info(name, dtype, shape):
 
 def network_input(builder, estimator, flat_input):
     """The graph's input ``'X'``: its value info, and the tensor the first layer takes."""
+    builder.reserve("X")
     network = estimator.network_
     shape = tuple(network.input_shape)
     if getattr(network.layers[0], "takes_token_ids", False):
@@ -188,8 +189,9 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
     check_estimator(estimator)
     opset = check_opset(target_opset)
     builder = GraphBuilder(check_dtype(estimator, dtype), opset)
-    for name in ("X", "label", "probabilities", "variable"):  # the model's own names
-        builder.unique(name)
+    outputs = ("label", "probabilities") if is_classifier(estimator) else ("variable",)
+    for name in outputs:  # the model's own names
+        builder.reserve(name)
     output = check_output(estimator)
     network = estimator.network_
     encoder = getattr(estimator, "encoder_", None)

@@ -211,12 +211,20 @@ def table_inputs(builder, encoder):
         kinds[j] = column_kind(np.asarray(categories))
     names = getattr(encoder, "feature_names_in_", None)
     if names is None and all(kind == "number" for kind in kinds):
+        builder.reserve("X")
         infos = [_value_info("X", tensor_type(_F64), n)]
         columns = builder.split("X", [1] * n, axis=1) if n > 1 else ["X"]
     else:
         names = [str(v) for v in names] if names is not None else [f"x{j}" for j in range(n)]
-        for name in names:
-            builder.unique(name)  # the inputs' own names
+        for name in names:  # the inputs' own names
+            try:
+                builder.reserve(name)
+            except ValueError:
+                raise ValueError(
+                    f"ONNX export names the graph's inputs after the table's columns, and "
+                    f"the column {name!r} has the name of one of the model's outputs "
+                    "('label', 'probabilities', 'variable'): rename it to export"
+                ) from None
         element = {"number": tensor_type(_F64), "string": onnx.TensorProto.STRING}
         infos = [_value_info(name, element[kind], 1) for name, kind in zip(names, kinds)]
         columns = names

@@ -62,3 +62,11 @@ def test_any():
     Y = builder.any("X", [1])
     X = np.array([[True, False], [False, False]])
     np.testing.assert_array_equal(_run(builder, Y, {"X": X}, bool), [True, False])
+
+
+def test_reserved_names_are_never_made():
+    builder = GraphBuilder(np.float32, 17)
+    builder.reserve("X")
+    assert builder.unique("X") == "X_1" and builder.node("Relu", ["X"], "X") == "X_2"
+    with pytest.raises(ValueError, match="already has a value named 'X'"):
+        builder.reserve("X")

@@ -125,3 +125,24 @@ def test_a_column_of_mixed_categories_is_refused():
     encoder = TabularEncoder(categorical_features=[0]).fit(X)
     with pytest.raises(ValueError, match="categories of several types"):
         table_inputs(GraphBuilder(np.float32, 17), encoder)
+
+
+def test_a_column_named_as_an_output_is_refused():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"label": [1.0, 2.0, 3.0], "x": ["a", "b", "a"]})
+    encoder = TabularEncoder().fit(frame)
+    builder = GraphBuilder(np.float32, 17)
+    builder.reserve("label")
+    with pytest.raises(ValueError, match="the column 'label' has the name of one of the model"):
+        table_inputs(builder, encoder)
+
+
+def test_column_names_that_are_not_identifiers():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a b": [1.0, 2.0, np.nan, 4.0], "a_b": ["u", "v", "u", "w"]})
+    encoder = TabularEncoder(numeric_scaling="standard").fit(frame)
+    builder = GraphBuilder(np.float32, 17)
+    inputs, encoded = table_inputs(builder, encoder)
+    assert [i.name for i in inputs] == ["a b", "a_b"]
+    (got,) = _session(builder, inputs, encoded, np.float32).run(None, _feed(frame))
+    assert_allclose(got, encoder.transform(frame), rtol=0, atol=1e-6)
