@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sknet._version import __version__
 from sknet.estimators._base import BaseNeuralNetwork
+from sknet.estimators._features import FeatureExtractor
 from sknet.onnx._builder import DEFAULT_OPSET, MIN_OPSET, GraphBuilder, tensor_type
 from sknet.onnx._outputs import (
     check_output,
@@ -71,7 +72,7 @@ def check_estimator(estimator):
     if not isinstance(estimator, BaseNeuralNetwork):
         raise TypeError(
             "to_onnx converts fitted sknet network estimators (MLP*, ConvNet*, RNN*, "
-            f"NeuralNet*, Tabular*), got {type(estimator).__name__}"
+            f"NeuralNet*, Tabular*) and FeatureExtractor, got {type(estimator).__name__}"
         )
     check_is_fitted(estimator)
 
@@ -111,11 +112,11 @@ def input_mask(builder, network, X):
     return builder.any(differs, [ndim]), ndim
 
 
-def network_outputs(builder, network, X):
-    """The raw outputs of the network's layers on the tensor ``X``."""
+def network_outputs(builder, network, X, stop=None):
+    """The raw outputs of the network's layers (``layers[:stop]``) on the tensor ``X``."""
     mask, ndim = input_mask(builder, network, X)
     with builder.masked(mask, ndim):
-        for layer in network.layers:
+        for layer in network.layers[:stop]:
             X = builder.convert(layer, X)
     return X
 
@@ -135,7 +136,8 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
     estimator : fitted sknet estimator
         :class:`~sknet.MLPClassifier`, :class:`~sknet.ConvNetClassifier`,
         :class:`~sknet.RNNClassifier`, :class:`~sknet.NeuralNetClassifier`
-        and their regressors, on any device.
+        and their regressors, on any device, or a
+        :class:`~sknet.FeatureExtractor` (its features as ``'variable'``).
     target_opset : int, default=None
         The ONNX opset of the model, from 17; ``None``:
         :data:`~sknet.onnx.DEFAULT_OPSET` (17).
@@ -157,7 +159,10 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
         labels, or a 0/1 int64 indicator matrix for multilabel targets)
         and ``'probabilities'`` ``(n, n_classes)``, as skl2onnx writes
         scikit-learn's classifiers with ``zipmap=False``; a regressor has
-        ``'variable'``, of shape ``(n, n_outputs_)``.
+        ``'variable'``, of shape ``(n, n_outputs_)``, a FeatureExtractor
+        ``'variable'`` of its features, one flat row per sample. A tabular
+        estimator takes its table as one input per column (see the user
+        guide).
 
     Raises
     ------
@@ -186,20 +191,16 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
     >>> labels.shape, np.allclose(proba, clf.predict_proba(X), atol=1e-5)
     ((200,), True)
     """
+    if isinstance(estimator, FeatureExtractor):
+        return _feature_extractor(estimator, target_opset, dtype, flat_input)
     check_estimator(estimator)
-    opset = check_opset(target_opset)
-    builder = GraphBuilder(check_dtype(estimator, dtype), opset)
+    builder = GraphBuilder(check_dtype(estimator, dtype), check_opset(target_opset))
     outputs = ("label", "probabilities") if is_classifier(estimator) else ("variable",)
     for name in outputs:  # the model's own names
         builder.reserve(name)
     output = check_output(estimator)
     network = estimator.network_
-    encoder = getattr(estimator, "encoder_", None)
-    if isinstance(encoder, TabularEncoder):  # a table's columns first
-        infos, X = table_inputs(builder, encoder)
-    else:
-        info, X = network_input(builder, estimator, flat_input)
-        infos = [info]
+    infos, X = model_inputs(builder, estimator, flat_input)
     Z = network_outputs(builder, network, X)
     members = getattr(network.layers[-1], "n_members_", None) is not None
     P = output_activation(builder, output, Z, members)
@@ -208,6 +209,30 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
         P = builder.node("Add", [P, builder.constant(estimator.target_mean_, "target_mean")])
     outputs = _graph_outputs(builder, estimator, P)
     return make_model(builder, infos, outputs, type(estimator).__name__)
+
+
+def model_inputs(builder, estimator, flat_input):
+    """The graph's inputs (value infos) and the tensor the network's first layer takes."""
+    encoder = getattr(estimator, "encoder_", None)
+    if isinstance(encoder, TabularEncoder):  # a table's columns first
+        return table_inputs(builder, encoder)
+    info, X = network_input(builder, estimator, flat_input)
+    return [info], X
+
+
+def _feature_extractor(extractor, target_opset, dtype, flat_input):
+    """A FeatureExtractor's features: its layer's outputs, flat, as ``'variable'``."""
+    check_is_fitted(extractor)
+    estimator = extractor.estimator_
+    check_estimator(estimator)
+    builder = GraphBuilder(check_dtype(estimator, dtype), check_opset(target_opset))
+    builder.reserve("variable")
+    infos, X = model_inputs(builder, estimator, flat_input)
+    Z = network_outputs(builder, estimator.network_, X, stop=extractor._stop)
+    builder.nodes.append(_identity(builder.node("Flatten", [Z], axis=1), "variable"))
+    width = extractor._n_features_out
+    outputs = [_value_info("variable", builder.dtype, ["N", width])]
+    return make_model(builder, infos, outputs, type(extractor).__name__)
 
 
 def _graph_outputs(builder, estimator, P):

@@ -112,3 +112,17 @@ def test_the_module_exposes_only_its_public_names():
         "register_onnx_converters",
         "to_onnx",
     }
+
+
+@pytest.mark.parametrize("layer", [0, -1])
+def test_a_feature_extractor_gives_its_features(layer, digits):
+    from sknet import ConvNetClassifier, FeatureExtractor
+
+    X, y = digits
+    images = X[:300].reshape(-1, 1, 8, 8)
+    net = ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=2, device="cpu")
+    features = FeatureExtractor(net, layer=layer).fit(images, y[:300])
+    model = to_onnx(features)
+    assert [o.name for o in model.graph.output] == ["variable"]
+    (got,) = run(model, images)
+    assert_allclose(got, features.transform(images), atol=1e-5, rtol=1e-5)
