@@ -152,10 +152,7 @@ def _scan_direction(builder, layer, d, P, M, zeros, step, n_states):
     inputs.append(_value_info(body, p, body.dtype, [None, width]))
     if m is not None:
         inputs.append(_value_info(body, m, bool, [None, 1]))
-    shapes = [[None, H]] * (len(outputs) - 1) + [[None, H]]
-    graph = _graph(
-        body, inputs, [_value_info(body, o, body.dtype, s) for o, s in zip(outputs, shapes)]
-    )
+    graph = _graph(body, inputs, [_value_info(body, o, body.dtype, [None, H]) for o in outputs])
     reverse = 1 if d == "r" else 0
     n_scan = 1 if M is None else 2
     results = builder.node(
