@@ -7,7 +7,8 @@ from sklearn.utils._param_validation import HasMethods as _HasMethods
 from sklearn.utils._param_validation import validate_params as _validate_params
 
 from sknet.backend import get_backend as _get_backend
-from sknet.engine._memory import MemoryEstimate, estimate_memory
+from sknet.engine._estimate import estimate_memory
+from sknet.engine._memory import MemoryEstimate
 from sknet.layers._base import Layer as _Layer
 from sknet.layers._base import build_layer as _build_layer
 from sknet.layers._constraints import Count as _Count

@@ -41,6 +41,13 @@ class NumpyBackend(NumpySequenceKernels, NumpyConvolutions, Backend):
     def is_sparse(self, x):
         return sp.issparse(x)
 
+    def take_rows(self, X, idx, out=None):
+        if out is None or sp.issparse(X):
+            return super().take_rows(X, idx, out)
+        # NumPy's default mode ("raise") fills a copy of the batch, then ``out``:
+        # a batch's worth of memory per batch. The fit's row order is always in range.
+        return np.take(X, idx, axis=0, out=out, mode="clip")
+
     def out_of_memory_errors(self):
         return (MemoryError,)
 

@@ -51,22 +51,27 @@ class ParameterLayout:
                 continue
             for key in layer.params:
                 groups.setdefault(float(layer.lr_scale), []).append((i, layer, key))
-        total = sum(
-            int(layer.params[key].size) for entries in groups.values() for _, layer, key in entries
-        )
-        self.flat_params = xp.empty(total, dtype=dtype)
+        for entries in groups.values():
+            entries.sort(key=lambda entry: entry[2] not in entry[1].regularized)
+        order = [layer.params[key] for entries in groups.values() for _, layer, key in entries]
+        total = sum(int(param.size) for param in order)
+        # A warm start lays out the same parameters again: they are already one flat
+        # array in this order, which is kept (a new one would copy the model).
+        self.flat_params = _flat_of(order, total, dtype)
+        if self.flat_params is None:
+            self.flat_params = xp.empty(total, dtype=dtype)
         self.flat_grads = xp.zeros(total, dtype=dtype)
         self.param_segments, self.grad_segments, self.lr_scales = [], [], []
         self.entries, self.regularized_ranges, self._grad_views = [], [], []
         offset = 0
         for scale, entries in groups.items():
-            entries.sort(key=lambda entry: entry[2] not in entry[1].regularized)
             start = regularized_stop = offset
             segment = []
             for i, layer, key in entries:
                 param = layer.params[key]
                 stop = offset + int(param.size)
-                self.flat_params[offset:stop] = param.reshape(-1)
+                if not _is_view(param, self.flat_params, offset):
+                    self.flat_params[offset:stop] = param.reshape(-1)
                 layer.params[key] = self.flat_params[offset:stop].reshape(param.shape)
                 layer.grads[key] = self.flat_grads[offset:stop].reshape(param.shape)
                 self._grad_views.append((layer, key, layer.grads[key]))
@@ -98,3 +103,31 @@ class ParameterLayout:
                     "new array; write gradients in place instead, e.g. "
                     f"self.grads[{key!r}][...] = value"
                 )
+
+
+def _address(a):
+    """Where ``a``'s data start (NumPy or CuPy)."""
+    pointer = getattr(a.data, "ptr", None)  # CuPy
+    return a.__array_interface__["data"][0] if pointer is None else pointer
+
+
+def _is_view(param, flat, offset):
+    """Whether ``param`` is the C-contiguous view of ``flat`` at ``offset`` already."""
+    return (
+        param.base is flat
+        and param.flags.c_contiguous
+        and _address(param) == _address(flat) + offset * flat.itemsize
+    )
+
+
+def _flat_of(params, total, dtype):
+    """The flat array ``params`` are consecutive views of, in this order, or None."""
+    flat = params[0].base if params else None
+    if getattr(flat, "shape", None) != (total,) or flat.dtype != dtype:  # bytes, once unpickled
+        return None
+    offset = 0
+    for param in params:
+        if not _is_view(param, flat, offset):
+            return None
+        offset += int(param.size)
+    return flat

@@ -1,19 +1,29 @@
 """What a fit needs in device memory, by part.
 
-:func:`estimate_memory` (public as :func:`sknet.utils.estimate_memory`) adds
-up the bytes of a fit by part: the data, the parameters, their gradients,
-the optimizer's state, the activations of the largest batch (with their
-gradients and the layers' reused buffers) and the workspace (temporaries of
-a batch, or of a validation chunk). Parameters, gradients and optimizer
-state are counted on the built objects; activations and workspace are
-measured: a copy of the network runs forward and backward on two small
-batches on the host under :mod:`tracemalloc`, and the growth per row is
-carried to the batch size. That holds for any layer, a user's too.
+:func:`~sknet.engine._estimate.estimate_memory` (public as
+:func:`sknet.utils.estimate_memory`) adds up the bytes of a fit by part: the
+data, the parameters, their gradients, the optimizer's state, the
+activations of the largest batch (with their gradients and the layers'
+reused buffers) and the workspace (temporaries of a batch, or of a
+validation chunk). Parameters, gradients and optimizer state are counted on
+the objects a fit builds (for the estimate, built dry: they take no memory);
+activations and workspace are measured: a copy of the network runs forward
+and backward on two small batches on the host under :mod:`tracemalloc`, and
+the growth per row is carried to the batch size
+(:func:`~sknet.engine._probe.activation_profile`). That holds for any
+layer, a user's too.
+
+What else a fit holds is counted too, so that the total bounds what the fit
+allocates: the copies of the network that the batches split over threads
+run (a gradient array and the fixed part of the activations and workspace
+each), SciPy's L-BFGS state (measured), the previous model that a refit
+keeps until it completes (:mod:`~sknet.engine._transaction`), and, where the
+device is the host, the fit's own objects (:data:`HOST_OVERHEAD`).
 
 One computation serves both: :func:`fit_sizes` turns a fit's network,
 optimizer and data into :class:`FitSizes`, and :meth:`FitSizes.estimate`
-into a :class:`MemoryEstimate`. :func:`estimate_memory` calls it on the
-estimator's clone and a description of the data;
+into a :class:`MemoryEstimate`. ``estimate_memory`` calls it on the
+estimator's dry clone and a description of the data;
 :mod:`~sknet.engine._placement` calls it on the fit's own network and data
 when it decides where ``fit`` and ``partial_fit`` keep their data, so a
 ``max_device_memory`` of at least the estimate's ``total`` keeps the data on
@@ -22,19 +32,15 @@ the device.
 
 import copy
 from collections.abc import Mapping
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone, is_classifier
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import _num_samples, check_consistent_length
 
-from sknet.backend import get_backend
+from sknet.engine import _sharding
 from sknet.engine._bytes import format_bytes
-from sknet.engine._optimizers import make_optimizer
-from sknet.engine._probe import PROBE_ROWS, activation_profile, at_rows, largest_true, probe_rows
-from sknet.engine._trainer import Trainer, resolve_batch_size
+from sknet.engine._probe import activation_profile, at_rows, largest_true, lbfgs_bytes
+from sknet.engine._transaction import optimizer_nbytes
 
 #: The parts of an estimate, in the order they are shown.
 PARTS = ("data", "parameters", "gradients", "optimizer_state", "activations", "workspace")
@@ -50,6 +56,10 @@ MARGIN = 0.25
 #: estimate may exceed ``max_device_memory`` by this much and keep the data on
 #: the device, so that a limit of what :func:`estimate_memory` said does.
 TOLERANCE = (0.01, 4096)
+#: Bytes of a fit's own objects where the device is the host: ``(fixed, per
+#: epoch)``, the trainer, callbacks and validation objects, and a row of
+#: ``history_`` (and ``loss_curve_``) per epoch (at most ``max_iter``).
+HOST_OVERHEAD = (128 << 10, 1 << 10)
 
 
 # -- the result ------------------------------------------------------------------------
@@ -70,7 +80,9 @@ class MemoryEstimate(Mapping):
     workspace, for what the measurement on the host cannot see; it is not
     counted against ``max_device_memory``. So ``max_device_memory=total``
     keeps the data on the device. :meth:`batch_size_that_fits` turns a
-    memory size into a batch size.
+    memory size into a batch size. ``measured`` is False for a network too
+    large to run on the host: its activations and workspace are then
+    bounded from the layers' shapes instead of measured.
     """
 
     def __init__(self, parts, *, device, batch_size, placement="device", sizes=None):
@@ -88,6 +100,11 @@ class MemoryEstimate(Mapping):
 
     def __len__(self):
         return len(self._parts)
+
+    @property
+    def measured(self):
+        """Whether activations and workspace were measured (else bounded from shapes)."""
+        return self._sizes is None or self._sizes.profile.get("measured", True)
 
     @property
     def total(self):
@@ -148,23 +165,23 @@ class MemoryEstimate(Mapping):
 def model_bytes(trainer, optimizer, *, keeps_best, lbfgs=False):
     """Bytes of parameters, gradients and optimizer state, counted on the built objects."""
     leaves = [layer for _, layer in trainer.network.leaves()]
-    weights = sum(
-        int(a.nbytes) for layer in leaves for a in (*layer.params.values(), *layer.state.values())
+    weights = held_bytes(
+        a for layer in leaves for a in (*layer.params.values(), *layer.state.values())
     )
-    grads = sum(int(g.nbytes) for layer in leaves for g in layer.grads.values())
-    state = 0
-    if optimizer is not None:
-        for name in optimizer.state_names:
-            state += sum(int(a.nbytes) for a in getattr(optimizer, name))
-        state += int(optimizer._tmp.nbytes)
-    elif lbfgs and not trainer.backend.separate_memory:
-        # SciPy's L-BFGS on the host: 10 pairs of float64 vectors and a few more.
-        state = 25 * int(trainer.parameters.flat_params.size) * 8
+    grads = held_bytes(g for layer in leaves for g in layer.grads.values())
+    state = optimizer_nbytes(optimizer)
+    if optimizer is None and lbfgs and not trainer.backend.separate_memory:
+        state = lbfgs_bytes(trainer.parameters.flat_params)  # SciPy's, on the host
     return {
         "parameters": weights * (2 if keeps_best else 1),  # early stopping keeps a copy
         "gradients": grads,
         "optimizer_state": state,
     }
+
+
+def held_bytes(arrays):
+    """Bytes of ``arrays``."""
+    return sum(int(a.nbytes) for a in arrays)
 
 
 def array_bytes(a, dtype, rows=None):
@@ -228,7 +245,10 @@ class FitSizes:
     the validation set (None without one): ``val_host`` (host copies of a
     split), ``val_device`` (its copies on the device), ``val_row`` (bytes of
     one of its rows on the device) and ``eval_chunk`` (rows per evaluation
-    chunk).
+    chunk). ``shards``: ``(threads, work per sample)`` when batches may split
+    over threads (:mod:`~sknet.engine._sharding`), else None; ``previous``:
+    ``(weights, optimizer state)`` bytes the fit keeps of a previous model;
+    ``overhead``: bytes of the fit's own objects on the host (0 on a GPU).
     """
 
     def __init__(self, *, device, separate_memory, model, data, order, profile, row, n_train):
@@ -236,7 +256,19 @@ class FitSizes:
         self.model, self.data, self.order = model, data, order
         self.profile, self.row, self.n_train = profile, row, n_train
         self.val_host = self.val_device = self.val_row = 0
-        self.eval_chunk = None
+        self.eval_chunk = self.shards = None
+        self.previous, self.overhead = (0, 0), 0
+
+    def n_shards(self, batch_size):
+        """How many copies of the network run a batch of ``batch_size`` rows (1: none)."""
+        if self.shards is None:
+            return 1
+        return _sharding.shard_count(batch_size, *self.shards)
+
+    def batch_workspace(self, batch_size):
+        """The temporaries of a training batch of ``batch_size`` rows (on its copies)."""
+        batch = int(batch_size)
+        return _copies_at(self.profile["workspace"], batch, self.n_shards(batch))
 
     def estimate(self, batch_size, *, streamed_data=None, last=None):
         """The :class:`MemoryEstimate` of a fit with batches of ``batch_size`` rows.
@@ -244,20 +276,27 @@ class FitSizes:
         With ``streamed_data`` (bytes of the chunk buffers and the validation
         set), the data are streamed: no gathered batch among the activations.
         ``last``: rows of the epoch's last, smaller batch (default: the rest
-        of the training rows).
+        of the training rows). Split over ``n`` threads, a batch runs on ``n``
+        copies of the network: ``n - 1`` more gradient arrays, and the fixed
+        parts of the activations and workspace ``n`` times.
         """
         batch, profile = int(batch_size), self.profile
         last = self.n_train % batch if last is None else last
+        copies = self.n_shards(batch)
         parts = dict(self.model)
+        parts["parameters"] += self.previous[0]
+        parts["optimizer_state"] += self.previous[1]
+        parts["gradients"] += (copies - 1) * self.model["gradients"]
         parts["data"] = self.data if streamed_data is None else streamed_data
-        parts["activations"] = at_rows(profile["activations"], batch)
+        parts["activations"] = _copies_at(profile["activations"], batch, copies)
         parts["activations"] += at_rows(profile["resize"], last)  # the last batch's buffers
         if streamed_data is None:
             parts["activations"] += self.row * batch  # the batch gathered from the data
-        parts["workspace"] = at_rows(profile["workspace"], batch)
+        parts["workspace"] = self.batch_workspace(batch)
         if self.eval_chunk is not None:
             evaluation = at_rows(profile["evaluation"], self.eval_chunk)
             parts["workspace"] = max(parts["workspace"], evaluation)
+        parts["workspace"] += self.overhead
         return MemoryEstimate(
             parts,
             device=self.device,
@@ -267,15 +306,35 @@ class FitSizes:
         )
 
 
-def fit_sizes(backend, trainer, optimizer, data, validation, *, n_train, keeps_best, split, probe):
-    """The :class:`FitSizes` of a fit: shared by :func:`estimate_memory` and the planner.
+def _copies_at(line, rows, copies):
+    """A measured line at ``rows`` rows shared out among ``copies`` copies of the network."""
+    fixed, per_row = line
+    return copies * fixed + per_row * rows
+
+
+def fit_sizes(
+    backend,
+    trainer,
+    optimizer,
+    data,
+    validation,
+    *,
+    n_train,
+    keeps_best,
+    split,
+    probe,
+    epochs=1,
+    previous=(0, 0),
+):
+    """The :class:`FitSizes` of a fit: shared by ``estimate_memory`` and the planner.
 
     ``data`` is ``(X, Y, w)`` as the fit holds them (or :class:`DataShape`
     stand-ins), ``validation`` likewise or None, ``split`` whether the
     validation set is a split of ``X`` (early stopping: then its rows are
-    counted in proportion to ``X``'s, as :func:`estimate_memory` counts
-    them), ``probe`` the rows ``(X, Y)`` to measure on (the first
-    :func:`probe_rows` of the data).
+    counted in proportion to ``X``'s, as ``estimate_memory`` counts them),
+    ``probe`` the rows ``(X, Y)`` to measure on (the first
+    :func:`~sknet.engine._probe.probe_rows` of the data), ``epochs`` the
+    most the fit runs, ``previous`` the bytes it keeps of a previous model.
     """
     X, Y, w = data
     dtype = trainer.network.dtype
@@ -296,228 +355,14 @@ def fit_sizes(backend, trainer, optimizer, data, validation, *, n_train, keeps_b
         sizes.val_host, sizes.val_device = validation_bytes(backend, dtype, validation, split)
         sizes.val_row = row_bytes(dtype, *validation)
         sizes.eval_chunk = min(trainer.network.predict_chunk_rows(), validation[0].shape[0])
+    if not backend.separate_memory:  # the host: threads, and the fit's own objects
+        threads = _sharding.cpu_threads() if trainer.plan.shardable else 1
+        if threads > 1:
+            sizes.shards = (threads, _sharding.work_per_sample(trainer.network))
+        fixed, per_epoch = HOST_OVERHEAD
+        sizes.overhead = fixed + per_epoch * max(int(epochs), 1)
+    sizes.previous = tuple(previous)
     return sizes
-
-
-# -- estimate_memory ------------------------------------------------------------------
-#: What estimate_memory calls on an estimator: sknet's estimators have them all.
-_ESTIMATOR_METHODS = (
-    "get_params",
-    "_validate_params",
-    "_check_params",
-    "_validate_input",
-    "_initialize",
-)
-
-
-def _check_estimator(estimator):
-    """A TypeError unless ``estimator`` is an sknet estimator (an instance)."""
-    if isinstance(estimator, type):
-        got = f"the class {estimator.__module__}.{estimator.__qualname__}, not an instance"
-    elif not all(callable(getattr(estimator, name, None)) for name in _ESTIMATOR_METHODS):
-        got = f"{type(estimator).__module__}.{type(estimator).__qualname__}"
-    else:
-        return
-    raise TypeError(
-        "estimate_memory takes an sknet estimator such as sknet.MLPClassifier, "
-        f"sknet.ConvNetRegressor or sknet.NeuralNetClassifier, got {got}"
-    )
-
-
-def _probe_sample(X, y, n_rows, classifier):
-    """Rows of ``X``/``y`` to validate: the first ones and, for a classifier, one per class.
-
-    The classes come from all of ``y``, so that the output layer has its width
-    however the rows are sorted.
-    """
-    take = np.arange(min(n_rows, PROBE_ROWS[1]))
-    if classifier:
-        labels = np.asarray(y)
-        if labels.ndim == 2 and labels.shape[1] == 1:
-            labels = labels[:, 0]
-        if labels.ndim == 1:
-            _, first = np.unique(labels, return_index=True)
-            take = np.concatenate([take, np.setdiff1d(first, take)])
-    if sp.issparse(X) and X.format not in ("csr", "csc"):
-        X = X.tocsr()  # as validation converts it
-    return _rows(X, take), _rows(y, take)
-
-
-def _rows(a, take):
-    if hasattr(a, "iloc"):
-        return a.iloc[take]
-    if isinstance(a, (list, tuple)):
-        return [a[i] for i in take]
-    return a[take]
-
-
-def _default_targets(estimator, n):
-    """Targets standing in for ``y``: the fitted outputs, else one output (two classes)."""
-    n_outputs = getattr(estimator, "n_outputs_", None)
-    if n_outputs is not None and "network_" in estimator.__dict__:
-        codes = np.arange(n) % max(n_outputs, 2)
-        Y = (codes[:, None] == np.arange(n_outputs)).astype(np.float64)
-        if n_outputs == 1:
-            Y[:, 0] = codes % 2
-        return estimator._decode_targets(Y)
-    return np.arange(n) % 2 if is_classifier(estimator) else np.zeros(n)
-
-
-def _check_lengths(X, y, sample_weight, X_val, y_val):
-    """scikit-learn's errors for rows that do not match, before any work."""
-    check_consistent_length(X, y)
-    if sample_weight is not None and not isinstance(sample_weight, Real):
-        if np.ndim(sample_weight) != 1:
-            raise ValueError(
-                "sample_weight must be a 1D array or a scalar, got an array of shape "
-                f"{np.shape(sample_weight)}"
-            )
-        check_consistent_length(X, sample_weight)
-    if (X_val is None) != (y_val is None):
-        raise ValueError(
-            "X_val and y_val must be given together, got only "
-            + ("y_val" if X_val is None else "X_val")
-        )
-    if X_val is not None:
-        check_consistent_length(X_val, y_val)
-
-
-def _weights(estimator, sample_weight, n_rows, X_dtype):
-    """A stand-in for the fit's sample weights (None when it has none)."""
-    class_weight = getattr(estimator, "class_weight", None)
-    if sample_weight is None and class_weight is None:
-        return None
-    dtype = object  # made by the fit (class weights, a conversion): a copy
-    if class_weight is None and isinstance(sample_weight, Real):
-        dtype = X_dtype  # np.full(n_samples, sample_weight, X.dtype)
-    elif class_weight is None and isinstance(sample_weight, np.ndarray):
-        if sample_weight.dtype in (np.float32, np.float64):
-            dtype = sample_weight.dtype  # used as it is
-    return DataShape((n_rows,), dtype)
-
-
-def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_val=None):
-    """Bytes a fit of ``estimator`` on ``X`` would need on its device, by part.
-
-    Parameters
-    ----------
-    estimator : sknet estimator
-        Fitted or not; it is not modified (a clone is built on the host).
-        Another library's estimator is a TypeError.
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        The training data.
-    y : array-like of shape (n_samples,) or (n_samples, n_outputs), default=None
-        The targets: they decide the width of the output layer (the number of
-        classes, found in all of ``y``). Without them, a fitted estimator's
-        outputs are assumed, else one output (two classes).
-    sample_weight : array-like of shape (n_samples,) or float, default=None
-        Sample weights, if the fit will get them.
-    X_val, y_val : array-like, default=None
-        A validation set, if the fit will get one.
-
-    Returns
-    -------
-    estimate : MemoryEstimate
-        A mapping of bytes by part (``'data'``, ``'parameters'``,
-        ``'gradients'``, ``'optimizer_state'``, ``'activations'`` of the largest
-        batch, ``'workspace'``) with their ``total`` and the ``margin`` a fit
-        keeps free beyond it on a GPU.
-
-    Raises
-    ------
-    TypeError
-        If ``estimator`` is not an sknet estimator.
-    ValueError
-        If ``X``, ``y``, ``sample_weight`` (or ``X_val`` and ``y_val``) have
-        different numbers of rows, or the data are not valid for the
-        estimator (scikit-learn's messages).
-
-    Notes
-    -----
-    Parameters, gradients and optimizer state are counted on a network built
-    on the host; activations and workspace are measured there, on two small
-    batches, and carried to the batch size (for a GPU fit, on the NumPy copy
-    of the code CuPy runs). On the CPU, data the fit uses in place (arrays
-    already of its dtype) count nothing; data that validation converts
-    (lists, data frames, integers) count as the copy it makes.
-
-    ``fit`` and ``partial_fit`` make the same computation to decide whether
-    the data stay on the device or stream: with ``max_device_memory`` at least
-    ``total`` they stay (within ``estimate.tolerance``: 1% of activations and
-    workspace, and 4 KiB). On a GPU, the free memory must also hold ``total +
-    margin`` (``margin``: a quarter of activations and workspace, what the
-    measurement on the host cannot see).
-
-    Examples
-    --------
-    >>> from sklearn.datasets import load_digits
-    >>> from sknet import MLPClassifier
-    >>> from sknet.utils import estimate_memory
-    >>> X, y = load_digits(return_X_y=True)
-    >>> clf = MLPClassifier(hidden_layer_sizes=(64,), device="cpu")
-    >>> estimate = estimate_memory(clf, X, y)
-    >>> list(estimate)
-    ['data', 'parameters', 'gradients', 'optimizer_state', 'activations', 'workspace']
-    >>> estimate["gradients"] == (64 * 64 + 64 + 64 * 10 + 10) * 4  # float32
-    True
-    >>> estimate.total == sum(estimate.values())
-    True
-    >>> clf.set_params(max_device_memory=estimate.total).fit(X, y).data_placement_
-    'device'
-    """
-    _check_estimator(estimator)
-    n_rows = _num_samples(X)
-    if y is None:
-        y = _default_targets(estimator, n_rows)
-    _check_lengths(X, y, sample_weight, X_val, y_val)
-    probe, X_rows, Y_rows = _built_probe(estimator, X, y, n_rows)
-    backend = get_backend(probe.device)
-    trainer = Trainer(probe.network_, probe._loss, alpha=probe.alpha)
-    lbfgs = probe.solver == "lbfgs"
-    optimizer = None if lbfgs else make_optimizer(probe, trainer)
-    keeps_best = probe.early_stopping and not lbfgs  # L-BFGS has no early stopping
-    data = (
-        DataShape.of(X, n_rows, X_rows),
-        DataShape.of(y, n_rows, Y_rows),
-        _weights(probe, sample_weight, n_rows, X_rows.dtype),
-    )
-    validation, split, n_train = _validation_of(probe, data, X_val, y_val, keeps_best)
-    batch_size = n_train if lbfgs else resolve_batch_size(probe.batch_size, n_train)
-    sizes = fit_sizes(
-        backend,
-        trainer,
-        optimizer,
-        data,
-        validation,
-        n_train=n_train,
-        keeps_best=keeps_best,
-        split=split,
-        probe=(X_rows[: probe_rows(n_train)], Y_rows[: probe_rows(n_train)]),
-    )
-    return sizes.estimate(batch_size)
-
-
-def _validation_of(probe, data, X_val, y_val, keeps_best):
-    """The fit's validation set (given, or split off), whether it is split, the training rows."""
-    n_rows = data[0].shape[0]
-    if X_val is not None:
-        validation = probe._validate_input(X_val, y_val, incremental=True, reset=False)
-        return validation + (None,), False, n_rows
-    if not keeps_best:
-        return None, False, n_rows
-    n_val = int(np.ceil(probe.validation_fraction * n_rows))
-    return tuple(None if a is None else a.rows(n_val) for a in data), True, n_rows - n_val
-
-
-def _built_probe(estimator, X, y, n_rows):
-    """A clone of ``estimator`` built on the host from rows that show every class."""
-    probe = clone(estimator)
-    probe._validate_params()
-    probe._check_params()
-    X_rows, y_rows = _probe_sample(X, y, n_rows, is_classifier(probe))
-    X_rows, Y_rows = probe._validate_input(X_rows, y_rows, incremental=False, reset=True)
-    probe._initialize(X_rows.shape[1], Y_rows.shape[1], get_backend("cpu"), check_random_state(0))
-    return probe, X_rows, Y_rows
 
 
 def _described(a):

@@ -1,7 +1,7 @@
 """Where a fit's training data go: on the device once, or streamed from the host.
 
 :func:`plan_placement` makes the decision ``fit`` and ``partial_fit`` act on,
-with the computation of :func:`~sknet.engine._memory.estimate_memory`
+with the computation of :func:`~sknet.engine._estimate.estimate_memory`
 (:func:`~sknet.engine._memory.fit_sizes` on the fit's own network and data):
 the data stay on the device when the estimate's ``total`` fits in
 ``max_device_memory`` (give or take its ``tolerance``) and, on a GPU,
@@ -16,15 +16,10 @@ not fit are written here too: they say what would (a batch size,
 from dataclasses import dataclass
 
 from sknet.engine._bytes import format_bytes, limit_string, parse_bytes
-from sknet.engine._memory import (
-    MARGIN,
-    MemoryEstimate,
-    data_bytes,
-    estimate_memory,
-    fit_sizes,
-    model_bytes,
-)
+from sknet.engine._estimate import estimate_memory
+from sknet.engine._memory import MARGIN, MemoryEstimate, data_bytes, fit_sizes, model_bytes
 from sknet.engine._probe import at_rows, largest_true, probe_rows
+from sknet.engine._transaction import held_by_transaction
 from sknet.engine._types import BackendData, NoRoomForBatch, StreamedData
 
 # One chunk buffer holds at most this many bytes: the first chunk of an epoch is
@@ -81,7 +76,7 @@ class DeviceRoom:
     free``: the margin (:attr:`MemoryEstimate.margin`) is kept free on a GPU,
     never counted against ``max_device_memory``; the tolerance
     (:attr:`MemoryEstimate.tolerance`) is what the measurement varies by, so
-    that a limit of what :func:`~sknet.engine._memory.estimate_memory` said
+    that a limit of what :func:`~sknet.engine._estimate.estimate_memory` said
     keeps the data there. A streamed plan keeps within ``limit`` itself.
     """
 
@@ -177,6 +172,8 @@ def _sizes_of_fit(est, trainer, optimizer, data, validation, train_rows, *, lbfg
         keeps_best=est.early_stopping and not lbfgs,
         split=train_rows is not None,
         probe=(X[rows], Y[rows]),
+        epochs=est.max_iter,  # partial_fit runs one: a bound
+        previous=held_by_transaction(est),
     )
 
 
@@ -232,7 +229,7 @@ def _streamed(sizes, estimate, room, buffers):
     """
     batch, n_train, profile = estimate.batch_size, sizes.n_train, sizes.profile
     streamed = sizes.estimate(batch, streamed_data=0)
-    kept, workspace = streamed["activations"], at_rows(profile["workspace"], batch)
+    kept, workspace = streamed["activations"], sizes.batch_workspace(batch)
     val_chunk = None
     if sizes.eval_chunk is not None:  # chunks whose inference costs what a batch costs
         fixed, per_row = profile["evaluation"]
@@ -243,7 +240,9 @@ def _streamed(sizes, estimate, room, buffers):
         workspace = max(workspace, at_rows(profile["evaluation"], val_chunk))
     space = room.room(int(MARGIN * (kept + workspace)))
     fixed_data = sizes.val_host + (0 if sizes.separate_memory else sizes.order)
-    budget = space - sum(sizes.model.values()) - kept - workspace - fixed_data
+    model = streamed["parameters"] + streamed["gradients"] + streamed["optimizer_state"]
+    workspace += sizes.overhead  # the fit's own objects (on the host), beyond the margin
+    budget = space - model - kept - workspace - fixed_data
     smallest_chunk = buffers * sizes.row * min(batch, n_train)
     on_device, val_bytes = True, 0
     if sizes.eval_chunk is not None:
@@ -351,7 +350,7 @@ def check_full_batch_fits(est, trainer, data, validation):
     """A MemoryError up front when an L-BFGS fit exceeds ``max_device_memory``.
 
     L-BFGS takes every row in one batch, so its data cannot stream. The
-    estimate is :func:`~sknet.engine._memory.estimate_memory`'s, and the rule
+    estimate is :func:`~sknet.engine._estimate.estimate_memory`'s, and the rule
     the stochastic solvers' (:class:`DeviceRoom`).
     """
     if est.max_device_memory is None:

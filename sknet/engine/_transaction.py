@@ -10,14 +10,22 @@ state (``_fit_state``); whatever else is set on the estimator (by a
 scikit-learn ``Pipeline``, say) is left alone.
 
 The snapshot is cheap: references for what a fit replaces, copies of the
-lists it appends to, and, for the model a fit continues, one copy of its
-weights and of the optimizer's moments as arrays (no object graph copied). On
-every exit it releases what training allocated (layer buffers and gradients,
-the loss's buffer, optionally the device memory pool) and keeps only the
-model.
+lists it appends to, and, for the model a fit continues (a warm start,
+``partial_fit``), one copy of its weights and of the optimizer's moments as
+arrays (no object graph copied); a refit from scratch builds a new network
+and optimizer and leaves the previous ones as they are, so it copies nothing.
+What the snapshot holds until the fit ends is memory the fit needs:
+:func:`held_by_transaction` says how much, for the fit's plan. On every exit
+it releases what training allocated (layer buffers and gradients, the loss's
+buffer, optionally the device memory pool) and keeps only the model.
 """
 
+import contextvars
+
 from sknet.layers._tree import walk
+
+#: ``{id(estimator): transaction}`` of the fits under way in this context.
+_ACTIVE = contextvars.ContextVar("sknet_fit_transactions", default=None)
 
 
 def owns(estimator, name):
@@ -35,11 +43,17 @@ class FitTransaction:
     release_memory : bool, default=True
         Also return the backend's cached device memory at the end (``fit``;
         ``partial_fit`` keeps it for the next call).
+    continues : bool, default=True
+        Whether the block may change the fitted model in place (a warm start,
+        ``partial_fit``): its weights and the optimizer's state are copied.
+        A refit from scratch passes False: it builds a new network and
+        optimizer, and the previous ones, kept as they are, are put back.
     """
 
-    def __init__(self, estimator, *, release_memory=True):
+    def __init__(self, estimator, *, release_memory=True, continues=True):
         self.estimator = estimator
         self.release_memory = release_memory
+        self.continues = continues
         self.backend = None  # set by the fit once resolved, for release_memory
 
     def __enter__(self):
@@ -50,8 +64,13 @@ class FitTransaction:
                 name: _shallow(value) for name, value in vars(est).items() if owns(est, name)
             }
             network, optimizer = est.network_, est.__dict__.get("_optimizer")
-            self._network = (network, network.dtype, network.save_weights(), _flags(network))
-            self._optimizer = None if optimizer is None else (optimizer, optimizer.snapshot())
+            continues = self.continues  # else the fit builds a new model: nothing to copy
+            saved = network.save_weights() if continues else None
+            self._network = (network, network.dtype, saved, _flags(network))
+            self._optimizer = None
+            if optimizer is not None:
+                self._optimizer = (optimizer, optimizer.snapshot() if continues else None)
+        self._token = _ACTIVE.set({**(_ACTIVE.get() or {}), id(est): self})
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -59,8 +78,29 @@ class FitTransaction:
             if exc_type is not None:
                 self.abort()
         finally:
+            _ACTIVE.reset(self._token)
             self.release()
         return False  # the exception, if any, propagates
+
+    def held(self):
+        """``(weights, optimizer state)``: bytes of arrays the snapshot keeps that the
+        fit does not train: the copies of a continued model, or the previous model
+        that a refit from scratch replaced."""
+        if self._snapshot is None:
+            return 0, 0
+        est = self.estimator
+        network, _, saved, _ = self._network
+        weights = _nbytes(saved or ())
+        if network is not est.__dict__.get("network_"):
+            weights += _nbytes(network.weights())
+        state = 0
+        if self._optimizer is not None:
+            optimizer, snapshot = self._optimizer
+            if snapshot is not None:
+                state += _nbytes(a for arrays in snapshot[0].values() for a in arrays)
+            if optimizer is not est.__dict__.get("_optimizer"):
+                state += optimizer_nbytes(optimizer)
+        return weights, state
 
     def abort(self):
         """Put the estimator back as it was before the fit."""
@@ -71,11 +111,12 @@ class FitTransaction:
             return
         est.__dict__.update(self._snapshot)
         network, dtype, weights, flags = self._network
-        network.astype(dtype)  # a warm fit in another dtype cast it
-        network.load_weights(weights)  # the model the fit continued, in place
+        if weights is not None:  # a refit from scratch left the previous model as it was
+            network.astype(dtype)  # a warm fit in another dtype cast it
+            network.load_weights(weights)  # the model the fit continued, in place
         for layer, (trainable, lr_scale) in flags:
             layer.__dict__.update(trainable=trainable, lr_scale=lr_scale)
-        if self._optimizer is not None:
+        if self._optimizer is not None and self._optimizer[1] is not None:
             optimizer, (arrays, scalars) = self._optimizer
             optimizer.__dict__.update(scalars)  # its layout too: the next fit follows it
             for name, values in arrays.items():
@@ -93,6 +134,25 @@ class FitTransaction:
             loss.release()
         if self.release_memory and self.backend is not None:
             self.backend.release_memory()
+
+
+def held_by_transaction(estimator):
+    """:meth:`FitTransaction.held` of the fit of ``estimator`` under way, or ``(0, 0)``."""
+    transaction = (_ACTIVE.get() or {}).get(id(estimator))
+    return (0, 0) if transaction is None else transaction.held()
+
+
+def optimizer_nbytes(optimizer):
+    """Bytes of a stochastic optimizer's state and work array (0 for None)."""
+    if optimizer is None:
+        return 0
+    state = [a for name in optimizer.state_names for a in getattr(optimizer, name)]
+    tmp = vars(optimizer).get("_tmp")  # its work array (dropped when pickled)
+    return _nbytes(state) + (0 if tmp is None else int(tmp.nbytes))
+
+
+def _nbytes(arrays):
+    return sum(int(a.nbytes) for a in arrays)
 
 
 def _shallow(value):

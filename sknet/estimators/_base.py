@@ -276,7 +276,9 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
             check_same_network(self)
         backend = get_backend(self.device)
         used = {"batch_size": self.batch_size}  # the resolved size, for error messages
-        with FitTransaction(self, release_memory=not incremental) as transaction:
+        with FitTransaction(
+            self, release_memory=not incremental, continues=not first_pass
+        ) as transaction:
             transaction.backend = backend
             X, Y = self._validate_input(X, y, incremental, reset=first_pass)
             sample_weight = check_sample_weight(sample_weight, X.shape[0], self._np_dtype)

@@ -113,7 +113,7 @@ def _checked_weights(init, drawn, weight_shape, n_biases):
         if hasattr(value, "get") and not isinstance(value, np.ndarray):
             value = value.get()  # a CuPy array
         try:
-            array = np.asarray(value)
+            array = np.asanyarray(value)  # a subclass stays (the memory estimate's dry arrays)
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"{name} must return {wanted}; its {what} is no array: {exc}"

@@ -269,7 +269,11 @@ def test_estimate_follows_the_estimator(digits):
     stopping = estimate_memory(_mlp(early_stopping=True), X, y)
     assert stopping["parameters"] == 2 * base["parameters"]  # the best weights' copy
     fitted = _mlp(max_iter=1).fit(X, y)
-    assert estimate_memory(fitted, X)["parameters"] == base["parameters"]
+    assert estimate_memory(clone(fitted), X, y)["parameters"] == base["parameters"]
+    # A refit keeps the previous model until it completes (to put it back if it fails).
+    again = estimate_memory(fitted, X)
+    assert again["parameters"] == 2 * base["parameters"]
+    assert again["optimizer_state"] == 2 * base["optimizer_state"]
     assert "network_" not in _mlp().__dict__  # nothing fitted by estimating
 
 
