@@ -17,7 +17,8 @@ class SequenceKernels:
         Cheaper than floats for the keep-or-drop decisions of a dropout: a rate
         ``r`` drops the numbers below ``round(r * 65536)``.
         """
-        return generator.integers(0, 1 << 16, size=shape, dtype=self.xp.uint16)
+        xp = self.xp  # from floats: every array module's generator draws them
+        return (generator.random(shape, dtype=xp.float32) * 65536).astype(xp.uint16)
 
     def dropout_apply(self, X, u, threshold, scale, out):
         """``out = X * scale`` where the draw ``u >= threshold``, 0 elsewhere (dropped).

@@ -13,6 +13,8 @@ from sknet.layers import (
     MaxPool1D,
     MultiHeadAttention,
     PositionEmbedding,
+    Residual,
+    Sequential,
     SinusoidalPositionEmbedding,
     TransformerEncoderBlock,
 )
@@ -79,12 +81,22 @@ def test_sequence_networks_learn_a_token_task_with_padding_masks(layers):
     assert clf.loss_curve_[-1] < 0.5 * clf.loss_curve_[0]
 
 
+@pytest.mark.parametrize(
+    "middle",
+    [
+        [TransformerEncoderBlock(2, 16, dropout=0.0)],
+        [Residual([MultiHeadAttention(2, causal=True)]), Sequential([LayerNorm()])],
+        [Sequential([TransformerEncoderBlock(2, 16, norm_first=True), LayerNorm()])],
+    ],
+    ids=["block", "in-residual", "in-sequential"],
+)
 @pytest.mark.parametrize("pool", [GlobalAvgPool1D, GlobalMaxPool1D])
-def test_with_a_padding_value_what_the_padding_holds_changes_no_prediction(pool):
+def test_with_a_padding_value_what_the_padding_holds_changes_no_prediction(middle, pool):
     # The padding token's vector is overwritten after the fit: the masked network's
-    # attention and pooling never read padded steps; the same network without masks does.
+    # attention and pooling (inside containers too) never read padded steps; the same
+    # network without masks does.
     X, y = token_task(200, 1)
-    layers = [Embedding(VOCAB, 8), TransformerEncoderBlock(2, 16, dropout=0.0), pool()]
+    layers = [Embedding(VOCAB, 8), *middle, pool()]
     for padding_value, same in ((0, True), (None, False)):
         clf = fit(layers, X, y, max_iter=3, padding_value=padding_value)
         before = clf.predict_proba(X)
