@@ -29,6 +29,10 @@ MOVED_MODULES = {
 SPLIT_MODULES = {
     "sknet.losses._base": "sknet.losses",
     "sknet.losses._stock": "sknet.losses",
+    "sknet.callbacks._stopping": "sknet.callbacks",
+    "sknet.callbacks._schedules": "sknet.callbacks",
+    "sknet.callbacks._progress": "sknet.callbacks",
+    "sknet.callbacks._freezing": "sknet.callbacks",
 }
 
 

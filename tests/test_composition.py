@@ -449,7 +449,7 @@ def test_two_fits_in_two_threads_leave_the_blas_as_it_was(digits):
 
 
 def test_progress_bar_closes_before_print_log_prints(digits, monkeypatch, capsys):
-    import sknet.callbacks as callbacks
+    import sknet.callbacks._progress as progress
 
     events = []
 
@@ -464,7 +464,7 @@ def test_progress_bar_closes_before_print_log_prints(digits, monkeypatch, capsys
         def close(self):
             events.append(f"close at {self.n}/{self.total}")
 
-    monkeypatch.setattr(callbacks, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
     monkeypatch.setitem(sys.modules, "tqdm", type(sys)("tqdm"))
     sys.modules["tqdm"].tqdm = FakeBar
     real_print = print
@@ -473,7 +473,7 @@ def test_progress_bar_closes_before_print_log_prints(digits, monkeypatch, capsys
         events.append("print")
         real_print(*args, **kwargs)
 
-    monkeypatch.setattr(callbacks, "print", recording_print, raising=False)
+    monkeypatch.setattr(progress, "print", recording_print, raising=False)
     X, y = digits
     MLPClassifier(hidden_layer_sizes=(8,), callbacks=[PrintLog(), ProgressBar()], **FAST).fit(
         X[:300], y[:300]

@@ -362,7 +362,7 @@ def test_terminate_on_nan_and_early_stopping_share_best_weights(data, monkeypatc
             self.saves += 1
             super().save(network, epoch)
 
-    monkeypatch.setattr(sknet.callbacks, "_BestWeights", CountingBestWeights)
+    monkeypatch.setattr(sknet.callbacks._stopping, "_BestWeights", CountingBestWeights)
     clf = mlp(callbacks=[TerminateOnNaN(), EarlyStopping(monitor="valid_loss")])
     clf.fit(X, y, X_val=X_val, y_val=y_val)
     assert len(created) == 2
