@@ -1,123 +1,200 @@
-"""skl2onnx's converters for sknet's MLPs, so ``skl2onnx.to_onnx`` takes them in pipelines.
+"""skl2onnx's converters for sknet's estimators, so ``skl2onnx.to_onnx`` takes them in pipelines.
 
-sknet's MLPs hold the attributes scikit-learn's MLPs hold (``coefs_``,
-``intercepts_``, ``activation``, ``out_activation_``, ``classes_``), so
-skl2onnx's own MLP converter serves the classifiers once registered for
-sknet's classes; the regressors have a converter of their own here, for every
-output activation and any number of outputs. Through skl2onnx the hidden
-activations are scikit-learn's (skl2onnx's MLP converter knows no others);
-:func:`sknet.onnx.to_onnx` exports every activation and every network.
+:func:`register_onnx_converters` registers every network estimator (the
+tabular ones excepted: their table is not one tensor) and the
+FeatureExtractor with skl2onnx. Each converter writes, into skl2onnx's
+graph, the nodes :func:`~sknet.onnx.to_onnx` writes (the same converters of
+layers, users' registered ones included), from the tensor skl2onnx hands
+it: flat rows, reshaped to ``input_shape_``, computed in the input's float
+type. A classifier's outputs are the label and probability tensors of
+skl2onnx's classifiers (a ZipMap follows unless ``zipmap=False``).
 """
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.estimators import _mlp
-from sknet.onnx._outputs import check_output
+from sknet.estimators import (
+    ConvNetClassifier,
+    ConvNetRegressor,
+    FeatureExtractor,
+    MLPClassifier,
+    MLPRegressor,
+    NeuralNetClassifier,
+    NeuralNetRegressor,
+    RNNClassifier,
+    RNNRegressor,
+)
+from sknet.onnx._builder import MIN_OPSET, GraphBuilder
+from sknet.onnx._export import network_outputs
+from sknet.onnx._outputs import (
+    check_output,
+    classifier_outputs,
+    is_classifier,
+    output_activation,
+)
 
-#: the hidden activations of skl2onnx's MLP converter
-_SKL2ONNX_ACTIVATIONS = ("identity", "logistic", "relu", "tanh")
-# The ONNX operator of each activation.
-_ONNX_OPERATORS = {
-    "exp": "Exp",
-    "identity": "Identity",
-    "logistic": "Sigmoid",
-    "relu": "Relu",
-    "softmax": "Softmax",
-    "tanh": "Tanh",
-}
-
-
-def _check_exportable(model):
-    """The model's output activation, once checked exportable through skl2onnx."""
-    check_is_fitted(model)
-    if model.activation not in _SKL2ONNX_ACTIVATIONS:
-        raise ValueError(
-            f"skl2onnx's MLP converter supports activation in {_SKL2ONNX_ACTIVATIONS}; "
-            f"this model uses {model.activation!r} (sknet.onnx.to_onnx exports it)"
-        )
-    return check_output(model)
+_CLASSIFIERS = (ConvNetClassifier, MLPClassifier, NeuralNetClassifier, RNNClassifier)
+_REGRESSORS = (ConvNetRegressor, MLPRegressor, NeuralNetRegressor, RNNRegressor)
 
 
-def _checked(converter):
-    def convert(scope, operator, container):
-        _check_exportable(operator.raw_operator)
-        return converter(scope, operator, container)
+class _ScopeNames:
+    """The builder's names, made unique by skl2onnx's scope."""
 
-    return convert
+    def __init__(self, scope):
+        self.scope = scope
+        self.used = set()
+
+    def unique(self, hint):
+        return self.scope.get_unique_variable_name(hint)
 
 
-def _regressor_output_shape(operator):
-    """``[N, n_features] -> [N, n_outputs_]``, float64 for a float64 input, else float32."""
-    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
-
-    kind = (
-        DoubleTensorType
-        if isinstance(operator.inputs[0].type, DoubleTensorType)
-        else FloatTensorType
+def _tensor_kinds():
+    from skl2onnx.common.data_types import (
+        BooleanTensorType,
+        DoubleTensorType,
+        FloatTensorType,
+        Int64TensorType,
+        StringTensorType,
     )
-    n_rows = operator.inputs[0].get_first_dimension()
-    operator.outputs[0].set_type(kind([n_rows, operator.raw_operator.n_outputs_]))
+
+    return {
+        "b": BooleanTensorType,
+        "f8": DoubleTensorType,
+        "f4": FloatTensorType,
+        "i": Int64TensorType,
+        "O": StringTensorType,
+    }
 
 
-def _convert_regressor(scope, operator, container):
-    """The regressor's forward pass: dense layers, then the loss's output activation."""
-    from skl2onnx.common.data_types import DoubleTensorType
-    from skl2onnx.proto import onnx_proto
+def _float_type(operator):
+    kinds = _tensor_kinds()
+    double = isinstance(operator.inputs[0].type, kinds["f8"])
+    return (np.float64, kinds["f8"]) if double else (np.float32, kinds["f4"])
 
+
+def _network(operator):
     model = operator.raw_operator
-    output = _check_exportable(model)
-    double = isinstance(operator.inputs[0].type, DoubleTensorType)
-    proto = onnx_proto.TensorProto.DOUBLE if double else onnx_proto.TensorProto.FLOAT
-    dtype = np.float64 if double else np.float32
+    return model.estimator_ if isinstance(model, FeatureExtractor) else model
 
-    def node(op_type, inputs, prefix, **attrs):
-        result = scope.get_unique_variable_name(prefix)
-        name = scope.get_unique_operator_name(op_type)
-        container.add_node(op_type, inputs, result, name=name, **attrs)
-        return result
 
-    def constant(prefix, array):
-        name = scope.get_unique_variable_name(prefix)
-        container.add_initializer(name, proto, list(array.shape), array.astype(dtype).ravel())
-        return name
+def _output_shapes(operator):
+    model, estimator = operator.raw_operator, _network(operator)
+    n = operator.inputs[0].get_first_dimension()
+    _, float_type = _float_type(operator)
+    if isinstance(model, FeatureExtractor):
+        operator.outputs[0].set_type(float_type([n, model._n_features_out]))
+    elif not is_classifier(estimator):
+        operator.outputs[0].set_type(float_type([n, estimator.n_outputs_]))
+    else:
+        kinds, classes = _tensor_kinds(), np.asarray(estimator.classes_)
+        n_classes = len(classes)
+        multilabel = estimator._label_binarizer.y_type_ == "multilabel-indicator"
+        if multilabel:  # a 0/1 indicator matrix
+            operator.outputs[0].set_type(kinds["i"]([n, n_classes]))
+        elif _nocl(operator.scope_inst, model):  # class indices
+            operator.outputs[0].set_type(kinds["i"]([n]))
+        else:
+            kind = {"i": "i", "u": "i", "b": "b", "f": "f8"}.get(classes.dtype.kind, "O")
+            operator.outputs[0].set_type(kinds[kind]([n]))
+        operator.outputs[1].set_type(float_type([n, n_classes]))
 
-    A = node("Cast", operator.inputs[0].full_name, "cast_input", to=proto)
-    n_layers = len(model.coefs_)
-    for i, (W, b) in enumerate(zip(model.coefs_, model.intercepts_)):
-        Z = node("MatMul", [A, constant("coefficient", np.asarray(W))], "mul_result")
-        Z = node("Add", [Z, constant("intercepts", np.asarray(b).reshape(1, -1))], "add_result")
-        activation = output if i == n_layers - 1 else model.activation
-        A = node(_ONNX_OPERATORS[activation], Z, "activations")
-    container.add_node(
-        "Identity",
-        A,
-        operator.outputs[0].full_name,
-        name=scope.get_unique_operator_name("Identity"),
-    )
+
+def _convert(scope, operator, container):
+    """The estimator's prediction, into skl2onnx's container."""
+    model, estimator = operator.raw_operator, _network(operator)
+    check_is_fitted(model)
+    opset = container.target_opset
+    if opset is None or opset < MIN_OPSET:
+        raise ValueError(
+            f"sknet's ONNX converters write opset {MIN_OPSET} or later; skl2onnx was asked "
+            f"for target_opset={opset!r}"
+        )
+    dtype, _ = _float_type(operator)
+    builder = GraphBuilder(dtype, opset)
+    builder._names = _ScopeNames(scope)
+    network = estimator.network_
+    X = operator.inputs[0].full_name
+    shape = tuple(network.input_shape)
+    if len(shape) > 1 and not getattr(network.layers[0], "takes_token_ids", False):
+        X = builder.reshape(X, (-1, *shape))  # flat rows, as predict reshapes them
+    outputs = [o.full_name for o in operator.outputs]
+    if isinstance(model, FeatureExtractor):
+        Z = network_outputs(builder, network, X, stop=model._stop)
+        results = [builder.node("Flatten", [Z], axis=1)]
+    else:
+        output = check_output(estimator)
+        Z = network_outputs(builder, network, X)
+        members = getattr(network.layers[-1], "n_members_", None) is not None
+        P = output_activation(builder, output, Z, members)
+        results = [P]
+        if is_classifier(estimator):
+            labels, proba = classifier_outputs(builder, estimator, P)
+            multilabel = estimator._label_binarizer.y_type_ == "multilabel-indicator"
+            if _nocl(container, model) and not multilabel:
+                labels = _class_index(builder, estimator, P)
+            results = [labels, proba]
+    _copy_into(builder, container)
+    for source, target in zip(results, outputs):
+        name = scope.get_unique_operator_name("Identity")
+        container.add_node("Identity", [source], [target], name=name)
+
+
+def _nocl(options, model):
+    """skl2onnx's ``nocl`` option: class indices instead of the labels."""
+    return bool(options.get_options(model, dict(nocl=False))["nocl"])
+
+
+def _class_index(builder, estimator, P):
+    """The index of each sample's class (``nocl``: no class labels in the graph)."""
+    if estimator.n_outputs_ == 1:
+        winner = builder.cast(builder.node("Greater", [P, builder.constant(0.5)]), np.int64)
+        return builder.reshape(winner, [-1])
+    return builder.node("ArgMax", [P], axis=1, keepdims=0)
+
+
+def _copy_into(builder, container):
+    import onnx
+
+    for node in builder.nodes:
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        container.add_node(
+            node.op_type,
+            list(node.input),
+            list(node.output),
+            op_domain=node.domain,
+            op_version=3 if node.domain == "ai.onnx.ml" else None,
+            name=node.name,
+            **attributes,
+        )
+    container.initializers.extend(builder.initializers)
 
 
 def register_onnx_converters():
-    """Register :class:`~sknet.MLPClassifier` and :class:`~sknet.MLPRegressor` with skl2onnx.
+    """Register sknet's network estimators and FeatureExtractor with skl2onnx.
 
-    After this call, ``skl2onnx.to_onnx`` and ``skl2onnx.convert_sklearn`` take
-    sknet MLPs, alone or inside a Pipeline. Calling it again is harmless.
+    After this call, ``skl2onnx.to_onnx`` and ``skl2onnx.convert_sklearn``
+    take sknet's MLP, ConvNet, RNN and NeuralNet estimators and
+    FeatureExtractor, alone or inside a Pipeline, writing the graph
+    :func:`~sknet.onnx.to_onnx` writes (from flat rows, the type skl2onnx
+    gives them: float32 or float64). Classifiers take skl2onnx's ``zipmap``
+    and ``nocl`` (class indices for labels) options. Calling it again is
+    harmless.
 
     Examples
     --------
-    A pipeline with an sknet MLP, converted by skl2onnx itself:
+    A pipeline with an sknet ConvNet, converted by skl2onnx itself:
 
     >>> import numpy as np
     >>> from skl2onnx import to_onnx
     >>> from sklearn.datasets import load_digits
     >>> from sklearn.pipeline import make_pipeline
     >>> from sklearn.preprocessing import StandardScaler
-    >>> from sknet import MLPRegressor
+    >>> from sknet import ConvNetRegressor
     >>> from sknet.onnx import register_onnx_converters
     >>> X, y = load_digits(return_X_y=True)
     >>> X = X[:200].astype(np.float32)
-    >>> reg = MLPRegressor(hidden_layer_sizes=(8,), tol=1.0, n_iter_no_change=1,
-    ...                    random_state=0, device="cpu")
+    >>> reg = ConvNetRegressor(conv_filters=(4,), dense_units=(8,), tol=1e3,
+    ...                        n_iter_no_change=1, random_state=0, device="cpu")
     >>> pipe = make_pipeline(StandardScaler(), reg).fit(X, y[:200])
     >>> register_onnx_converters()
     >>> onx = to_onnx(pipe, X[:1])
@@ -125,18 +202,14 @@ def register_onnx_converters():
     ('ModelProto', ['variable'])
     """
     from skl2onnx import update_registered_converter
-    from skl2onnx.common.shape_calculator import calculate_linear_classifier_output_shapes
-    from skl2onnx.operator_converters.multilayer_perceptron import (
-        convert_sklearn_mlp_classifier,
-    )
 
-    update_registered_converter(
-        _mlp.MLPClassifier,
-        "SknetMLPClassifier",
-        calculate_linear_classifier_output_shapes,
-        _checked(convert_sklearn_mlp_classifier),
-        options={"zipmap": [True, False, "columns"], "nocl": [True, False]},
-    )
-    update_registered_converter(
-        _mlp.MLPRegressor, "SknetMLPRegressor", _regressor_output_shape, _convert_regressor
-    )
+    for cls in _CLASSIFIERS:
+        update_registered_converter(
+            cls,
+            f"Sknet{cls.__name__}",
+            _output_shapes,
+            _convert,
+            options={"zipmap": [True, False, "columns"], "nocl": [True, False]},
+        )
+    for cls in (*_REGRESSORS, FeatureExtractor):
+        update_registered_converter(cls, f"Sknet{cls.__name__}", _output_shapes, _convert)

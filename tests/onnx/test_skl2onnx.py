@@ -1,56 +1,93 @@
-"""skl2onnx's converters of sknet's MLPs (sknet/onnx/_skl2onnx.py): pipelines by skl2onnx."""
+"""skl2onnx's converters of sknet's estimators (sknet/onnx/_skl2onnx.py): pipelines by skl2onnx."""
 
 import numpy as np
 import pytest
-from numpy.testing import assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from tests.onnx.helpers import FILTERS, run
 
 pytest.importorskip("skl2onnx", reason="needs skl2onnx (the onnx extra)")
 
-from sknet import MLPClassifier, MLPRegressor  # noqa: E402
+from skl2onnx import to_onnx as skl2onnx_to_onnx  # noqa: E402
+
+from sknet import (  # noqa: E402
+    ConvNetClassifier,
+    FeatureExtractor,
+    MLPClassifier,
+    MLPRegressor,
+    RNNRegressor,
+)
 from sknet.onnx import register_onnx_converters  # noqa: E402
 from tests.onnx.test_outputs import Tempered, UnnamedSigmoid  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(*FILTERS)
 
 
-def test_skl2onnx_takes_registered_models_in_a_pipeline(digits):
-    from skl2onnx import to_onnx as skl2onnx_to_onnx
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    X, y = digits
+@pytest.fixture(autouse=True)
+def registered():
     register_onnx_converters()
-    pipe = make_pipeline(StandardScaler(), MLPClassifier(max_iter=5, device="cpu")).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "network",
+    [
+        MLPClassifier(activation="gelu", max_iter=5, random_state=0, device="cpu"),
+        ConvNetClassifier(conv_filters=(4,), dense_units=(8,), max_iter=2, device="cpu"),
+    ],
+    ids=["mlp-gelu", "convnet"],
+)
+def test_a_classifier_in_a_pipeline(network, digits):
+    X, y = digits
+    pipe = make_pipeline(StandardScaler(), network).fit(X, y)
     model = skl2onnx_to_onnx(
         pipe, X[:1].astype(np.float32), options={id(pipe[-1]): {"zipmap": False}}
     )
-    labels, _ = run(model, X)
+    labels, proba = run(model, X)
     assert_array_equal(labels, pipe.predict(X))
+    assert_allclose(proba, pipe.predict_proba(X), atol=1e-5)
 
 
-def test_a_regressor_pipeline(digits):
-    from skl2onnx import to_onnx as skl2onnx_to_onnx
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
+def test_zipmap_by_default(digits):
     X, y = digits
-    register_onnx_converters()
+    pipe = make_pipeline(StandardScaler(), MLPClassifier(max_iter=3, device="cpu")).fit(X, y)
+    labels, proba = run(skl2onnx_to_onnx(pipe, X[:1].astype(np.float32)), X[:5])
+    assert_array_equal(labels, pipe.predict(X[:5]))
+    assert isinstance(proba, list) and set(proba[0]) == set(range(10))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_regressors_in_a_pipeline(dtype, digits):
+    X, y = digits
     reg = MLPRegressor(hidden_layer_sizes=(8,), max_iter=5, random_state=0, device="cpu")
-    pipe = make_pipeline(StandardScaler(), reg).fit(X, y / 9.0)
-    (pred,) = run(skl2onnx_to_onnx(pipe, X[:1].astype(np.float32)), X)
-    np.testing.assert_allclose(pred.ravel(), pipe.predict(X), rtol=1e-4, atol=1e-5)
+    rnn = RNNRegressor(cell="gru", units=(4,), input_shape=(8, 8), max_iter=2, device="cpu")
+    for network in (reg, rnn):
+        network.set_params(dtype="float64" if dtype == np.float64 else "float32")
+        pipe = make_pipeline(StandardScaler(), network).fit(X, y / 9.0)
+        (pred,) = run(skl2onnx_to_onnx(pipe, X[:1].astype(dtype)), X, dtype)
+        assert pred.dtype == dtype
+        assert_allclose(pred.ravel(), pipe.predict(X), rtol=1e-5, atol=1e-5)
 
 
-def test_an_activation_skl2onnx_lacks_is_refused_through_it(digits):
-    from skl2onnx import to_onnx as skl2onnx_to_onnx
-
+def test_a_feature_extractor_before_a_scikit_learn_model(digits):
     X, y = digits
-    clf = MLPClassifier(activation="gelu", max_iter=2, device="cpu").fit(X, y)
-    register_onnx_converters()
-    with pytest.raises(ValueError, match=r"skl2onnx's MLP converter supports activation in"):
-        skl2onnx_to_onnx(clf, X[:1].astype(np.float32))
+    net = MLPClassifier(hidden_layer_sizes=(16,), max_iter=5, random_state=0, device="cpu")
+    pipe = make_pipeline(FeatureExtractor(net), LogisticRegression(max_iter=200)).fit(X, y)
+    model = skl2onnx_to_onnx(
+        pipe, X[:1].astype(np.float32), options={id(pipe[-1]): {"zipmap": False}}
+    )
+    labels, proba = run(model, X)
+    assert_allclose(proba, pipe.predict_proba(X), atol=1e-4)
+    assert (labels == pipe.predict(X)).mean() > 0.99  # float32 features, float64 model
+
+
+def test_an_opset_below_17_is_refused(digits):
+    X, y = digits
+    reg = MLPRegressor(hidden_layer_sizes=(8,), max_iter=2, device="cpu").fit(X, y)
+    with pytest.raises(ValueError, match="write opset 17 or later; .*target_opset=15"):
+        skl2onnx_to_onnx(reg, X[:1].astype(np.float32), target_opset=15)
 
 
 @pytest.mark.parametrize(
@@ -61,13 +98,20 @@ def test_an_activation_skl2onnx_lacks_is_refused_through_it(digits):
     ],
 )
 def test_an_output_the_export_would_not_compute_is_refused_alike(loss, message, digits):
-    from skl2onnx import to_onnx as skl2onnx_to_onnx
-
     X, y = digits
     if isinstance(loss, Tempered):
         model = MLPClassifier(loss=loss, max_iter=2, device="cpu").fit(X, y)
     else:
         model = MLPRegressor(loss=loss, max_iter=2, device="cpu").fit(X, y / 9.0)
-    register_onnx_converters()
     with pytest.raises(ValueError, match=message):
         skl2onnx_to_onnx(model, X[:1].astype(np.float32))
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_class_indices_with_nocl(binary, digits):
+    X, y = digits
+    target = np.where(y > 4, "big", "small") if binary else y + 10
+    clf = MLPClassifier(max_iter=3, random_state=0, device="cpu").fit(X, target)
+    options = {id(clf): {"zipmap": False, "nocl": True}}
+    labels, _ = run(skl2onnx_to_onnx(clf, X[:1].astype(np.float32), options=options), X)
+    assert_array_equal(clf.classes_[labels], clf.predict(X))
