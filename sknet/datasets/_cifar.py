@@ -315,6 +315,3 @@ def _cifar_labels(batch, where, n):
             f"got values from {labels.min()} to {labels.max()}"
         )
     return labels
-
-
-# -- a folder of images per class -------------------------------------------------------

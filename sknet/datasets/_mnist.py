@@ -280,6 +280,3 @@ def _read_mnist_pair(directory, name):
                 f"{labels.dtype.newbyteorder('=')}"
             )
         return images.read_body(), labels.read_body()
-
-
-# -- CIFAR-10 ----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from sknet.datasets import load_cifar10
 
-# The real MNIST test set, when SKNET_MNIST_DIR points at it.
 CIFAR_CLASSES = [
     "airplane",
     "automobile",
@@ -310,6 +309,3 @@ def test_the_archive_is_closed(tmp_path):
             load_cifar10(tmp_path / "cut.tar.gz")
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
-
-
-# -- image folders ---------------------------------------------------------------------

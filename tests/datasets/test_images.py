@@ -10,7 +10,6 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sknet.datasets import load_image_folder
 
 
-# The real MNIST test set, when SKNET_MNIST_DIR points at it.
 def write_images(root, sizes=None, fmt="PNG"):
     Image = pytest.importorskip("PIL.Image")
     rng = np.random.RandomState(0)

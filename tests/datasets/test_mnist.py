@@ -179,9 +179,6 @@ def test_real_mnist_test_set():
     assert_array_equal(np.bincount(y), [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
 
 
-# -- CIFAR-10 --------------------------------------------------------------------------
-
-
 def traced_peak(function):
     tracemalloc.start()
     try:
