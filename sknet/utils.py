@@ -4,10 +4,11 @@ import copy
 
 import numpy as np
 from sklearn.utils._param_validation import HasMethods as _HasMethods
+from sklearn.utils._param_validation import StrOptions as _StrOptions
 from sklearn.utils._param_validation import validate_params as _validate_params
 
 from sknet.backend import get_backend as _get_backend
-from sknet.engine._estimate import estimate_memory
+from sknet.engine._estimate import estimate_memory as _estimate_memory
 from sknet.engine._memory import MemoryEstimate
 from sknet.layers._base import Layer as _Layer
 from sknet.layers._base import build_layer as _build_layer
@@ -21,6 +22,20 @@ from sknet.losses import make_loss as _make_loss
 _DEVICE = [str, _HasMethods(["asarray", "to_numpy"])]
 
 __all__ = ["MemoryEstimate", "check_layer_gradients", "check_loss_gradients", "estimate_memory"]
+
+
+#: :func:`~sknet.engine._estimate.estimate_memory` with its parameters checked first, by name
+estimate_memory = _validate_params(
+    {
+        "estimator": [_HasMethods(["fit"])],
+        "X": ["array-like", "sparse matrix"],
+        "y": ["array-like", "sparse matrix", None],
+        "sample_weight": ["array-like", _Number(0, None), None],
+        "X_val": ["array-like", "sparse matrix", None],
+        "y_val": ["array-like", "sparse matrix", None],
+    },
+    prefer_skip_nested_validation=True,
+)(_estimate_memory)
 
 
 def _run(layer, X, R):
@@ -225,7 +240,10 @@ def _loss_problem(loss, rng, n_samples, n_outputs):
 @_validate_params(
     {
         "loss": [_Loss, str],
-        "target_type": [str, None],
+        "target_type": [
+            _StrOptions({"binary", "multiclass", "multilabel-indicator", "continuous"}),
+            None,
+        ],
         "n_samples": [_Count(1)],
         "n_outputs": [_Count(1)],
         "eps": [_Number(0, None)],

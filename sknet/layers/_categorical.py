@@ -10,11 +10,13 @@ a table's numeric and categorical columns side by side.
 from numbers import Integral
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 
 from sknet.layers._base import Layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
 
 
+@validate_params({"cardinality": [POSITIVE_INT]}, prefer_skip_nested_validation=True)
 def embedding_size(cardinality):
     """The embedding size :class:`CategoricalEmbedding` gives a column by default.
 

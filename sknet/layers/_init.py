@@ -13,6 +13,8 @@ the initializer.
 
 import numpy as np
 
+from sknet.backend import ACTIVATIONS
+
 
 def glorot_uniform(rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
     """scikit-learn's Glorot-uniform variant: weights *and* biases uniform.
@@ -67,6 +69,11 @@ class SklearnGlorotUniform:
         self.activation = activation
 
     def __call__(self, rng, weight_shape, n_biases, fan_in, fan_out, activation=None):
+        if not isinstance(self.activation, str) or self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"SklearnGlorotUniform: activation must be one of {sorted(ACTIVATIONS)}, "
+                f"got {self.activation!r}"
+            )
         return glorot_uniform(rng, weight_shape, n_biases, fan_in, fan_out, self.activation)
 
     def __repr__(self):

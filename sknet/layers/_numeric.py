@@ -14,6 +14,7 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 
 from sknet.backend import activation_needs_input
 from sknet.layers._base import Layer
@@ -21,6 +22,7 @@ from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRA
 from sknet.layers._dense import _check_activation
 
 
+@validate_params({"X": ["array-like"]}, prefer_skip_nested_validation=True)
 def quantile_bins(X, n_bins=48):
     """Bin edges for :class:`PiecewiseLinearEncoding` from quantiles of training data.
 

@@ -3,11 +3,13 @@
 from numbers import Integral
 
 from sklearn.base import clone
+from sklearn.utils._param_validation import validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from sknet.layers._tree import leaves
 
 
+@validate_params({"trainable": ["boolean"]}, prefer_skip_nested_validation=True)
 def from_estimator(estimator, upto=None, trainable=False):
     """Copies of a fitted network's layers that start from its weights.
 

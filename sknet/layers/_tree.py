@@ -285,12 +285,22 @@ class TreeNode:
         What the parameters named by :attr:`sublayer_params` hold, a list's
         entries in order; ``None`` holds none.
         """
-        return [
-            layer
-            for name in self._sublayer_names()
-            for layer in _as_list(getattr(self, name))
-            if layer is not None
-        ]
+        found = []
+        for name in self._sublayer_names():
+            value = getattr(self, name)
+            for layer in _as_list(value):
+                if layer is not None and not isinstance(layer, TreeNode):
+                    what = (
+                        "a list of sknet layers"
+                        if isinstance(value, (list, tuple))
+                        else ("an sknet Layer or a list of sknet layers")
+                    )
+                    raise ValueError(
+                        f"{type(self).__name__}: {name} must be {what}, got {value!r}"
+                    )
+                if layer is not None:
+                    found.append(layer)
+        return found
 
     def sublayers(self):
         """The layers inside this one, in order; ``[]`` for a layer without any.

@@ -44,6 +44,8 @@ class EnsembleLoss(Loss):
     #: Predictions drop the member axis of the outputs (:meth:`output`).
     reduces_members = True
 
+    _parameter_constraints: dict = {"loss": [Loss]}
+
     def __init__(self, loss):
         self.loss = loss
 
