@@ -191,6 +191,8 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
     >>> labels.shape, np.allclose(proba, clf.predict_proba(X), atol=1e-5)
     ((200,), True)
     """
+    if not isinstance(flat_input, (bool, np.bool_)):
+        raise ValueError(f"flat_input must be True or False, got {flat_input!r}")
     if isinstance(estimator, FeatureExtractor):
         return _feature_extractor(estimator, target_opset, dtype, flat_input)
     check_estimator(estimator)

@@ -78,6 +78,7 @@ def test_the_default_opset(digits):
         ({"target_opset": 12}, r"target_opset must be an int from 17 to \d+.*got 12"),
         ({"target_opset": "17"}, "target_opset must be an int"),
         ({"dtype": "float16"}, r"dtype must be None, 'float32' or 'float64', got 'float16'"),
+        ({"flat_input": "yes"}, r"flat_input must be True or False, got 'yes'"),
     ],
 )
 def test_bad_arguments_are_clear_errors(kwargs, message, digits):
