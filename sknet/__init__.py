@@ -17,8 +17,12 @@ from sknet.estimators import (
     NeuralNetRegressor,
     RNNClassifier,
     RNNRegressor,
+    TabularClassifier,
+    TabularRegressor,
 )
 from sknet.layers._init import SklearnGlorotUniform
+from sknet.tabular import TabularEncoder as _TabularEncoder
+from sknet.tabular._numeric import NumericScaler as _NumericScaler
 
 #: Left out of :data:`TRUSTED_TYPES`: the base class, and what holds a path that the
 #: next ``fit`` writes to (a file could name any path of the machine that loads it).
@@ -36,6 +40,10 @@ def _trusted_types():
         NeuralNetRegressor,
         RNNClassifier,
         RNNRegressor,
+        TabularClassifier,
+        TabularRegressor,
+        _TabularEncoder,
+        _NumericScaler,
         _Network,
         SklearnGlorotUniform,
         _SGD,
@@ -80,5 +88,7 @@ __all__ = [
     "RNNRegressor",
     "SklearnGlorotUniform",
     "TRUSTED_TYPES",
+    "TabularClassifier",
+    "TabularRegressor",
     "__version__",
 ]

@@ -7,8 +7,6 @@ value, codes ``1 .. K`` are the categories in sorted order and code
 :class:`~sknet.layers.CategoricalEmbedding` reads, for ``K`` categories.
 """
 
-from collections import Counter
-
 import numpy as np
 
 from sknet.tabular._columns import missing_mask
@@ -31,7 +29,7 @@ def _check_values(values, label):
             raise _type_error(label, value)
 
 
-def learn_categories(values, min_frequency=None, label="0"):
+def learn_categories(values, min_frequency=None, label="0", sample_weight=None):
     """The sorted categories of a column's training values (a 1-D array).
 
     Parameters
@@ -42,16 +40,20 @@ def learn_categories(values, min_frequency=None, label="0"):
         Categories seen fewer times are left out (coded as unknown).
     label : str, default="0"
         The column's name or index, for error messages.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Weights of the rows: a category's frequency is the sum of its rows'.
 
     Returns
     -------
     categories : ndarray
         The categories, sorted (by type name, then value, when types mix).
     """
-    present = values[~missing_mask(values)]
+    seen = ~missing_mask(values)
+    present = values[seen]
     if present.dtype.kind == "O":
         try:
-            counts = Counter(present.tolist())
+            index = {}
+            codes = np.array([index.setdefault(v, len(index)) for v in present.tolist()], np.intp)
         except TypeError:  # unhashable: find which
             for value in present:
                 try:
@@ -59,17 +61,21 @@ def learn_categories(values, min_frequency=None, label="0"):
                 except TypeError:
                     raise _type_error(label, value) from None
             raise
-        _check_values(counts, label)
-        keys = list(counts)
+        _check_values(index, label)
+        keys = list(index)
         try:
             keys.sort()
         except TypeError:  # mixed types: grouped by type, then sorted within
             keys.sort(key=lambda v: (type(v).__name__, str(v)))
         categories = np.empty(len(keys), dtype=object)
         categories[:] = keys
-        frequencies = np.array([counts[k] for k in keys], dtype=np.int64)
+        rank = {key: i for i, key in enumerate(keys)}  # a value's place among the sorted
+        sorted_code = np.array([rank[key] for key in index], dtype=np.intp)
+        position = sorted_code[codes] if codes.size else codes
     else:
-        categories, frequencies = np.unique(present, return_counts=True)
+        categories, position = np.unique(present, return_inverse=True)
+    weights = None if sample_weight is None else sample_weight[seen]
+    frequencies = np.bincount(position, weights=weights, minlength=len(categories))
     if min_frequency is not None:
         categories = categories[frequencies >= min_frequency]
     return categories

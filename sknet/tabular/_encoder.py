@@ -170,7 +170,7 @@ default='from_dtype'
             )
         return X
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Learn the column plan from the rows of ``X``.
 
         Parameters
@@ -179,6 +179,10 @@ default='from_dtype'
             The training table: numbers, categories, missing values.
         y : None
             Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the rows: a row of weight 2 counts as two
+            in every quantile, median and category frequency, a row of
+            weight 0 as none.
 
         Returns
         -------
@@ -186,10 +190,14 @@ default='from_dtype'
         """
         self._validate_params()
         X = self._table(X, reset=True)
+        weights = _check_weights(sample_weight, X.shape[0])
         self.is_categorical_ = categorical_mask(X, self.categorical_features)
         self.numeric_features_ = np.flatnonzero(~self.is_categorical_)
         self.categorical_features_ = np.flatnonzero(self.is_categorical_)
+        rows = None if weights is None else weights > 0  # weight 0: as if not there
         numbers = numeric_values(X, self.numeric_features_)
+        if rows is not None:
+            numbers, weights = numbers[rows], weights[rows]
         has_missing = np.isnan(numbers).any(axis=0)
         self.indicator_features_ = (
             self.numeric_features_[has_missing]
@@ -197,13 +205,20 @@ default='from_dtype'
             else np.array([], dtype=np.intp)
         )
         self._indicator_positions = np.flatnonzero(has_missing) if self.missing_indicators else []
-        self._scaler = NumericScaler(self.numeric_scaling).fit(numbers)
+        self._scaler = NumericScaler(self.numeric_scaling).fit(numbers, weights)
         self.medians_ = self._scaler.medians_
         labels = column_names(X) or [str(j) for j in range(X.shape[1])]
-        self.categories_ = [
-            learn_categories(column_values(X, j), self.min_frequency, label=repr(labels[j]))
-            for j in self.categorical_features_
-        ]
+        self.categories_ = []
+        for j in self.categorical_features_:
+            values = column_values(X, j)
+            self.categories_.append(
+                learn_categories(
+                    values if rows is None else values[rows],
+                    self.min_frequency,
+                    label=repr(labels[j]),
+                    sample_weight=weights,
+                )
+            )
         self.cardinalities_ = np.array([len(c) for c in self.categories_], dtype=np.intp)
         n_num, n_ind = len(self.numeric_features_), len(self._indicator_positions)
         self.output_groups_ = {
@@ -215,7 +230,7 @@ default='from_dtype'
         if self.n_bins is not None:
             scaled = self._scaler.transform(numbers, np.empty_like(numbers))
             scaled[np.isnan(numbers)] = np.nan  # bins of the values seen, not of the medians
-            self.bins_ = bin_edges(scaled, self.n_bins)
+            self.bins_ = bin_edges(scaled, self.n_bins, weights)
         return self
 
     def transform(self, X):
@@ -284,3 +299,21 @@ default='from_dtype'
         # is neither a string nor a number with a TypeError, which the checks of a
         # False tag assert.
         return tags
+
+
+def _check_weights(sample_weight, n_samples):
+    """``sample_weight`` as a float64 array of ``n_samples`` non-negative values, or None."""
+    if sample_weight is None:
+        return None
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.ndim == 0:
+        weights = np.full(n_samples, float(weights))
+    if weights.shape != (n_samples,):
+        raise ValueError(f"sample_weight.shape == {weights.shape}, expected {(n_samples,)}!")
+    if not np.isfinite(weights).all():
+        raise ValueError("Input sample_weight contains NaN or infinity.")
+    if (weights < 0).any():
+        raise ValueError("Negative values in data passed to sample_weight")
+    if not (weights > 0).any():
+        raise ValueError("sample_weight must have a positive sum, got all zeros")
+    return weights

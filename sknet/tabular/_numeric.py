@@ -5,13 +5,14 @@ missing, one of four maps: ``'quantile'`` (each value to the normal quantile
 of its rank among the training values, as scikit-learn's
 ``QuantileTransformer(output_distribution='normal')`` does, ties mapped to
 the middle of their ranks, those at the training minimum or maximum too,
-where scikit-learn puts them at the bounds), ``'robust'`` (minus the median, over the
-interquartile range), ``'standard'`` (minus the mean, over the standard
+where scikit-learn puts them at the bounds; its reference quantiles are
+averaged inverted-CDF ones, which sample weights can weigh), ``'robust'``
+(minus the median, over the interquartile range), ``'standard'`` (minus the mean, over the standard
 deviation) or none. Missing values are put at the median (0 after the
 quantile map). :func:`bin_edges` gives the edges of bins holding about
-the same number of training values, for piecewise-linear encodings: those of
-:func:`sknet.layers.quantile_bins`, written again here because this room
-imports no network code.
+the same number of training values, for piecewise-linear encodings: the rule
+of :func:`sknet.layers.quantile_bins` (written again here, this room imports
+no network code) with weighted quantiles.
 """
 
 import numpy as np
@@ -22,6 +23,22 @@ SCALINGS = ("quantile", "robust", "standard", None)
 
 # Normal quantiles stop at those of 1e-7 and 1 - 1e-7 (about +-5.2), as scikit-learn's do.
 _BOUND = 1e-7
+
+
+def weighted_quantiles(values, weights, levels):
+    """Quantiles of ``values`` weighted by ``weights`` (positive), at ``levels`` in [0, 1].
+
+    The averaged inverted CDF (NumPy's ``method='averaged_inverted_cdf'``,
+    which gives the usual median), weighted: integer weights give the
+    quantiles of the values repeated that many times.
+    """
+    order = np.argsort(values, kind="stable")
+    values, cumulative = values[order], np.cumsum(weights[order])
+    target = np.asarray(levels, dtype=np.float64) * cumulative[-1]
+    last = values.size - 1
+    low = np.minimum(np.searchsorted(cumulative, target, side="left"), last)
+    high = np.minimum(np.searchsorted(cumulative, target, side="right"), last)
+    return 0.5 * (values[low] + values[high])
 
 
 class NumericScaler:
@@ -41,27 +58,35 @@ class NumericScaler:
         self.scaling = scaling
         self.n_quantiles = n_quantiles
 
-    def fit(self, X):
-        """Learn the map of each column of the float array ``X`` (NaN: missing)."""
+    def fit(self, X, sample_weight=None):
+        """Learn the map of each column of the float array ``X`` (NaN: missing).
+
+        ``sample_weight`` (positive) weighs the rows as repeating them would:
+        every statistic is a weighted quantile (or mean) of the training values.
+        """
         n_columns = X.shape[1]
+        weights = np.ones(X.shape[0]) if sample_weight is None else sample_weight
         self.medians_ = np.zeros(n_columns)
         self.quantiles_ = []
         self.offsets_, self.scales_ = np.zeros(n_columns), np.ones(n_columns)
         for j in range(n_columns):
-            values = X[:, j][~np.isnan(X[:, j])]
+            seen = ~np.isnan(X[:, j])
+            values, w = X[seen, j], weights[seen]
             if values.size == 0:
                 self.quantiles_.append(np.zeros(1))
                 continue
-            self.medians_[j] = np.median(values)
+            self.medians_[j] = weighted_quantiles(values, w, [0.5])[0]
             if self.scaling == "quantile":
-                n = max(min(values.size // 30, self.n_quantiles), 10)
-                self.quantiles_.append(np.quantile(values, np.linspace(0, 1, n)))
+                n = max(min(int(w.sum()) // 30, self.n_quantiles), 10)
+                self.quantiles_.append(weighted_quantiles(values, w, np.linspace(0, 1, n)))
             elif self.scaling == "robust":
-                q1, q3 = np.quantile(values, [0.25, 0.75])
+                q1, q3 = weighted_quantiles(values, w, [0.25, 0.75])
                 spread = q3 - q1 if q3 > q1 else np.ptp(values)
                 self.offsets_[j], self.scales_[j] = self.medians_[j], spread or 1.0
             elif self.scaling == "standard":
-                self.offsets_[j], self.scales_[j] = values.mean(), values.std() or 1.0
+                mean = np.average(values, weights=w)
+                std = np.sqrt(np.average((values - mean) ** 2, weights=w))
+                self.offsets_[j], self.scales_[j] = mean, std or 1.0
         return self
 
     def transform(self, X, out):
@@ -91,7 +116,7 @@ class NumericScaler:
         return (values - self.offsets_[j]) / self.scales_[j]
 
 
-def bin_edges(X, n_bins):
+def bin_edges(X, n_bins, sample_weight=None):
     """Edges of bins holding about as many training values each, per column.
 
     Parameters
@@ -101,6 +126,8 @@ def bin_edges(X, n_bins):
     n_bins : int
         The most bins per column; a column with fewer distinct values gets
         fewer (its edges are distinct quantiles).
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Positive weights of the rows (weighted quantiles).
 
     Returns
     -------
@@ -111,12 +138,14 @@ def bin_edges(X, n_bins):
     """
     if int(n_bins) != n_bins or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    weights = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+    levels = np.linspace(0, 1, int(n_bins) + 1)
     edges = []
     for j in range(X.shape[1]):
-        values = X[:, j][~np.isnan(X[:, j])]
+        seen = ~np.isnan(X[:, j])
         column = (
-            np.unique(np.quantile(values, np.linspace(0, 1, int(n_bins) + 1)))
-            if values.size
+            np.unique(weighted_quantiles(X[seen, j], weights[seen], levels))
+            if seen.any()
             else np.empty(0)
         )
         if column.size < 2:
