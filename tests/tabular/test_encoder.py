@@ -107,9 +107,9 @@ def test_bins_are_quantiles_of_the_scaled_values_seen():
     encoder = TabularEncoder(n_bins=4).fit(table(2000))
     scaled = encoder.transform(table(2000))[:, 0]
     seen = ~np.isnan(table(2000)["price"].to_numpy())
-    np.testing.assert_allclose(
-        encoder.bins_[0], np.quantile(scaled[seen], [0, 0.25, 0.5, 0.75, 1]), atol=1e-6
-    )
+    levels = [0, 0.25, 0.5, 0.75, 1]
+    expected = np.quantile(scaled[seen], levels, method="averaged_inverted_cdf")
+    np.testing.assert_allclose(encoder.bins_[0], expected, atol=1e-6)
     assert len(encoder.bins_) == 2
 
 
@@ -133,3 +133,32 @@ def test_pickles_with_its_plan():
     encoder = TabularEncoder(n_bins=4).fit(table())
     loaded = pickle.loads(pickle.dumps(encoder))
     np.testing.assert_array_equal(loaded.transform(table()), encoder.transform(table()))
+
+
+def test_sample_weights_count_as_repeated_rows_and_zero_as_removed():
+    data = table(300)
+    weights = np.random.RandomState(1).randint(0, 3, len(data))
+    weights[:3] = 0
+    data.loc[:2, "kind"] = "castle"  # only in rows of weight 0: not a category
+    data.loc[:2, "rooms"] = np.nan  # missing only there: no indicator
+    weighted = TabularEncoder(n_bins=8, min_frequency=3).fit(data, sample_weight=weights)
+    repeated = TabularEncoder(n_bins=8, min_frequency=3).fit(data.loc[data.index.repeat(weights)])
+    np.testing.assert_array_equal(weighted.transform(data), repeated.transform(data))
+    assert "castle" not in weighted.categories_[1]
+    assert weighted.indicator_features_.tolist() == repeated.indicator_features_.tolist() == [0]
+    for a, b in zip(weighted.bins_, repeated.bins_):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ([1.0, 2.0], r"sample_weight.shape == \(2,\), expected \(200,\)"),
+        (-np.ones(200), "Negative values in data passed to sample_weight"),
+        (np.full(200, np.nan), "contains NaN or infinity"),
+        (np.zeros(200), "positive sum"),
+    ],
+)
+def test_bad_sample_weights_are_refused(weights, message):
+    with pytest.raises(ValueError, match=message):
+        TabularEncoder().fit(table(), sample_weight=weights)
