@@ -93,6 +93,7 @@ _quick = [
     "residual_convnet",
     "transfer_learning",
     "persistence_skops_onnx",
+    "tabular_dataframe",
 ]
 if os.environ.get("SKNET_MNIST_DIR"):
     _quick += ["mnist_mlp", "convnet_mnist", "rnn_sequential_mnist"]

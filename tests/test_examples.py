@@ -31,6 +31,12 @@ def test_digits_pipeline():
     assert "identical predictions" in out and "Test accuracy of the reloaded pipeline" in out
 
 
+def test_tabular_dataframe():
+    out = run_example("tabular_dataframe.py")
+    assert "categorical columns: ['sex']" in out and "HistGradientBoostingRegressor" in out
+    assert "the best was epoch" in out
+
+
 def test_convnet_digits():
     assert "Grid search over the layer list" in run_example("convnet_digits.py")
 

@@ -41,6 +41,13 @@ GALLERY = [
         ["plot_learning_curves", "custom_losses"],
     ),
     (
+        "tables",
+        "Tables: DataFrames, categories, boosting",
+        "A DataFrame with categories and missing values into a network, against "
+        "gradient boosting.",
+        ["tabular_dataframe"],
+    ),
+    (
         "networks",
         "Networks: images, sequences, your own layers",
         "Convolutional and recurrent networks, networks that branch and merge, layers "
