@@ -258,7 +258,7 @@ class MultiHeadAttention(RandomDraws, Layer):
     ``key_dim`` features, weighs the values by the softmax of the queries'
     scaled dot products with the keys, and the heads' outputs, side by side,
     are projected back to the input's features: PyTorch's
-    :class:`torch.nn.MultiheadAttention` (``batch_first=True``) with the same
+    ``torch.nn.MultiheadAttention`` (``batch_first=True``) with the same
     weights gives the same outputs.
 
     Self attention (``query_steps=None``): every step attends to every step.

@@ -14,7 +14,7 @@ class LayerNorm(Layer):
     Every vector along the last axis (a row's features, a sequence step's
     features) is normalized with its own mean and (biased) variance, then
     multiplied by ``gamma`` and shifted by ``beta``, as
-    :class:`torch.nn.LayerNorm` over the last dimension does. Rows are
+    ``torch.nn.LayerNorm`` over the last dimension does. Rows are
     independent, so the layer behaves the same in training and prediction and
     has no running statistics.
 

@@ -38,7 +38,7 @@ class TransformerEncoderBlock(RandomDraws, Layer):
 
     where ``FeedForward(X) = Dropout(f(X @ W1 + b1)) @ W2 + b2`` and the
     attention is :class:`MultiHeadAttention`'s (with its own dropout on the
-    weights): :class:`torch.nn.TransformerEncoderLayer` (``batch_first=True``)
+    weights): ``torch.nn.TransformerEncoderLayer`` (``batch_first=True``)
     with the same weights gives the same outputs. Stack blocks for a
     transformer encoder; add :class:`PositionEmbedding` or
     :class:`SinusoidalPositionEmbedding` before the first.
