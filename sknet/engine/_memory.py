@@ -184,12 +184,23 @@ def held_bytes(arrays):
     return sum(int(a.nbytes) for a in arrays)
 
 
+def backend_dtype(a, dtype):
+    """The dtype ``a`` takes on the backend: its own for integers (token ids), else ``dtype``.
+
+    Validated data hold integers only where the network takes token ids,
+    which stay integers there (:attr:`Network.input_dtype
+    <sknet.engine._network.Network.input_dtype>`).
+    """
+    own = getattr(a, "dtype", None)
+    return own if own is not None and own.kind in "iu" else np.dtype(dtype)
+
+
 def array_bytes(a, dtype, rows=None):
     """Bytes of ``a`` (its first ``rows`` rows) as a backend array of ``dtype``."""
     if a is None:
         return 0
     n = a.shape[0] if rows is None else rows
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = backend_dtype(a, dtype).itemsize
     if hasattr(a, "nnz"):  # sparse: values, column indices, row pointers
         nnz = a.nnz if rows is None else int(a.nnz * n / max(a.shape[0], 1))
         return nnz * (itemsize + a.indices.itemsize) + (n + 1) * a.indptr.itemsize
@@ -200,7 +211,7 @@ def _copied(a, dtype, backend):
     """Whether moving ``a`` to ``backend`` in ``dtype`` makes a copy."""
     if a is None:
         return False
-    return backend.separate_memory or a.dtype != np.dtype(dtype)
+    return backend.separate_memory or a.dtype != backend_dtype(a, dtype)
 
 
 def order_bytes(backend, n_train):

@@ -379,3 +379,17 @@ def test_bad_token_ids_of_X_val_are_named_X_val():
     clf = NeuralNetClassifier([Embedding(4, 2), GlobalAvgPool1D()], max_iter=2, device="cpu")
     with pytest.raises(ValueError, match=r"token ids \(X_val\) must be in \[0, 4\)"):
         clf.fit(ids, [0, 1, 0, 1], X_val=ids + 1, y_val=[0, 1, 0, 1])
+
+
+def test_the_memory_estimate_counts_token_ids_at_their_own_size():
+    """Ids stay integers on the device: int64 ids take 8 bytes each there, not float32's 4."""
+    from sknet.backend import get_backend
+    from sknet.engine._memory import array_bytes, data_bytes
+
+    ids = np.zeros((10, 5), np.int64)
+    assert array_bytes(ids, np.float32) == ids.nbytes
+    assert array_bytes(ids.astype(np.float64), np.float32) == ids.size * 4  # cast to the model's
+    # on the CPU the ids are used as they are: no copy to count
+    cpu = get_backend("cpu")
+    order = data_bytes(cpu, np.float32, None, None, None, 10)  # the shuffled row order
+    assert data_bytes(cpu, np.float32, ids, None, None, 10) == order
