@@ -14,6 +14,7 @@ shapes, when it loads, instead of an error inside NumPy at the first predict.
 """
 
 import copy
+import inspect
 import warnings
 from collections.abc import Mapping
 
@@ -60,10 +61,20 @@ class PersistenceMixin:
                 SknetVersionWarning,
             )
         super().__setstate__(state)
+        # A parameter added since the pickle was written takes its default, the
+        # behaviour the model was trained with (clip_norm=None, weight_decay, ...).
+        for name, default in _constructor_defaults(type(self)).items():
+            self.__dict__.setdefault(name, default)
         if "network_" in self.__dict__:
             check_loaded_network(self)
             # Placed once, here: predictions never move the network (thread-safe).
             self._place_network()
+
+
+def _constructor_defaults(cls):
+    """The defaults of ``cls.__init__``'s parameters, by name."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not p.empty}
 
 
 def check_loaded_network(est):
