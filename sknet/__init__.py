@@ -24,9 +24,16 @@ from sknet.layers._init import SklearnGlorotUniform
 from sknet.tabular import TabularEncoder as _TabularEncoder
 from sknet.tabular._numeric import NumericScaler as _NumericScaler
 
-#: Left out of :data:`TRUSTED_TYPES`: the base class, and what holds a path that the
-#: next ``fit`` writes to (a file could name any path of the machine that loads it).
-_UNTRUSTED_CALLBACKS = (callbacks.Callback, callbacks.Checkpoint)
+#: Left out of :data:`TRUSTED_TYPES`: the base class, and what holds a path or a tracking
+#: server that the next ``fit`` writes to (a file could name any path of the machine that
+#: loads it, or a server to send the model to).
+_UNTRUSTED_CALLBACKS = (
+    callbacks.Callback,
+    callbacks.Checkpoint,
+    callbacks.CSVLogger,
+    callbacks.TensorBoardLogger,
+    callbacks.MLflowLogger,
+)
 
 
 def _trusted_types():
@@ -70,7 +77,8 @@ def _trusted_types():
 
 
 #: Every type an sknet model can hold, for ``skops.io.load(file, trusted=TRUSTED_TYPES)``,
-#: except :class:`~sknet.callbacks.Checkpoint`: it holds a path its next ``fit`` writes to.
+#: except :class:`~sknet.callbacks.Checkpoint` and the loggers (``CSVLogger``,
+#: ``TensorBoardLogger``, ``MLflowLogger``): they hold where their next ``fit`` writes.
 #: Models with custom layers or callbacks also need those types' names (and skops asks
 #: for the functions a model holds, such as a ``Lambda``'s, by name too).
 TRUSTED_TYPES = _trusted_types()

@@ -154,6 +154,9 @@ VALID = {
     ("LRScheduler", "warmup"): {"zero": "no warm-up"},
     ("LRScheduler", "monitor"): {"a string for a flag": "read by policy='plateau' only"},
     ("Checkpoint", "path"): {"a string for a flag": "a file name"},
+    ("TensorBoardLogger", "histogram_freq"): {"zero": "no histograms"},
+    ("MLflowLogger", "experiment_name"): {"a string for a flag": "an experiment's name"},
+    ("MLflowLogger", "run_name"): {"a string for a flag": "a run's name"},
     # functions
     ("*", "path"): {"a string for a flag": "a file name (then not found)"},
     ("check_layer_gradients", "random_state"): {"zero": "a seed"},
@@ -287,8 +290,19 @@ def loss_fit(cls, kwargs):
     return lambda: est.fit(_rows(), _targets(kind))
 
 
+#: callbacks whose fits import a library (an extra); the walk skips them without it
+CALLBACK_LIBRARIES = {"TensorBoardLogger": "tensorboard", "MLflowLogger": "mlflow",
+                      "OptunaPruning": "optuna"}  # fmt: skip
+
+
 def callback_fit(cls, kwargs, tmp_path):
+    if cls.__name__ in CALLBACK_LIBRARIES:
+        pytest.importorskip(CALLBACK_LIBRARIES[cls.__name__])
     required = {"path": str(tmp_path / "model.joblib")} if cls.__name__ == "Checkpoint" else {}
+    if cls.__name__ == "OptunaPruning":
+        import optuna
+
+        required = {"trial": optuna.create_study(storage=None).ask()}
     callback = cls(**{**required, **kwargs})
     est = MLPClassifier(hidden_layer_sizes=(3,), early_stopping=True, callbacks=[callback], **FAST)
     return lambda: est.fit(_rows(), _targets("classifier"))

@@ -25,25 +25,38 @@ only the batch's index and size.
 What it holds: stopping and saving (``_stopping``: :class:`EarlyStopping`,
 :class:`Checkpoint`, :class:`TerminateOnNaN`), the learning-rate schedules
 (``_schedules``: :class:`LRScheduler`), freezing (``_freezing``:
-:class:`Unfreeze`) and watching a fit (``_progress``: :class:`ProgressBar`,
-:class:`PrintLog`); :class:`Callback` and :class:`TrainingState` are the
-engine's hook interface. What it may import: :mod:`sknet.engine` and
-:mod:`sknet.layers`.
+:class:`Unfreeze`), watching a fit (``_progress``: :class:`ProgressBar`,
+:class:`PrintLog`), the loggers (``_csv_logger``: :class:`CSVLogger`;
+``_tensorboard``: :class:`TensorBoardLogger`; ``_mlflow``:
+:class:`MLflowLogger`; what they share, ``_runs``) and Optuna's pruning
+(``_optuna``: :class:`OptunaPruning`); :class:`Callback` and
+:class:`TrainingState` are the engine's hook interface. What it may import:
+:mod:`sknet.engine`, :mod:`sknet.layers` and ``sknet._version`` (tensorboard,
+mlflow and optuna are imported when a fit that uses them starts, each an
+extra: ``pip install "sknet-nn[tensorboard]"``, ``[mlflow]``, ``[optuna]``).
 """
 
+from sknet.callbacks._csv_logger import CSVLogger
 from sknet.callbacks._freezing import Unfreeze
+from sknet.callbacks._mlflow import MLflowLogger
+from sknet.callbacks._optuna import OptunaPruning
 from sknet.callbacks._progress import PrintLog, ProgressBar
 from sknet.callbacks._schedules import LRScheduler
 from sknet.callbacks._stopping import Checkpoint, EarlyStopping, TerminateOnNaN
+from sknet.callbacks._tensorboard import TensorBoardLogger
 from sknet.engine._callbacks import Callback, TrainingState
 
 __all__ = [
+    "CSVLogger",
     "Callback",
     "Checkpoint",
     "EarlyStopping",
     "LRScheduler",
+    "MLflowLogger",
+    "OptunaPruning",
     "PrintLog",
     "ProgressBar",
+    "TensorBoardLogger",
     "TerminateOnNaN",
     "TrainingState",
     "Unfreeze",

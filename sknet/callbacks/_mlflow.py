@@ -1,0 +1,251 @@
+"""MLflowLogger: a tracked MLflow run per fit, with parameters, metrics and the model.
+
+Everything goes through an ``MlflowClient`` and the run's id, never MLflow's
+active-run stack, so that fits in threads, in processes and nested under a
+user's run do not step on one another.
+"""
+
+import os
+import re
+import sys
+import tempfile
+import time
+
+from sknet._version import __version__
+from sknet.callbacks._runs import import_extra, scalars
+from sknet.engine._callbacks import Callback
+
+#: MLflow's limits where it does not say them (older versions): 500 characters a value
+DEFAULT_VALUE_LENGTH, DEFAULT_KEY_LENGTH, PARAMS_PER_BATCH = 500, 250, 100
+#: what MLflow accepts in a key; anything else becomes ``_``
+_KEY_REFUSED = re.compile(r"[^\w\-. /:]")
+
+
+class MLflowLogger(Callback):
+    """Track each fit as an MLflow run: parameters, a metric point per epoch, the model.
+
+    When the fit starts, a run is created (nested under the active MLflow run
+    of this thread, if there is one, or under ``parent_run_id``) with the
+    estimator's ``get_params()`` as parameters; each epoch logs the numbers of
+    its ``history_`` row as metrics at step ``epoch``; when training ends the
+    fitted model is logged as the run's artifact ``model`` (an MLflow
+    scikit-learn model: ``mlflow.sklearn.load_model(f"runs:/{run_id}/model")``
+    loads it back) and the run is marked finished. A fit that fails leaves a
+    ``FAILED`` run without a model; one that Optuna prunes (see
+    :class:`OptunaPruning`) a ``KILLED`` one. Needs ``pip install
+    "sknet-nn[mlflow]"``.
+
+    Put it after callbacks that restore weights when training ends
+    (:class:`EarlyStopping`): the model logged is the one training ends with
+    when this callback's turn comes.
+
+    Parameters
+    ----------
+    tracking_uri : str or None, default=None
+        Where runs are stored (``'sqlite:///mlflow.db'``, an MLflow server's
+        URL); ``None``: MLflow's own choice (``mlflow.set_tracking_uri``, the
+        ``MLFLOW_TRACKING_URI`` environment variable, else its default).
+    experiment_name : str or None, default=None
+        The experiment, created if missing; ``None``: the parent run's, else
+        the experiment MLflow has active (``mlflow.set_experiment``, else
+        ``Default``).
+    run_name : str or None, default=None
+        The run's name; ``None``: one MLflow makes up.
+    parent_run_id : str or None, default=None
+        Nest every run under this run. ``None``: under the run active in the
+        thread that calls ``fit``. Processes do not share an active run: for
+        the runs of ``GridSearchCV(n_jobs=...)`` to nest under yours, pass
+        its id (``mlflow.active_run().info.run_id``) and a ``tracking_uri``.
+    log_model : bool, default=True
+        Log the fitted model as the artifact ``model``.
+
+    Attributes
+    ----------
+    run_id_ : str
+        The id of the last fit's run.
+
+    See Also
+    --------
+    CSVLogger : The history in a CSV file, with no library needed.
+    TensorBoardLogger : The history as TensorBoard scalars.
+
+    Notes
+    -----
+    The parameters are ``get_params()``'s, nested ones under scikit-learn's
+    names (``layers__0__units``); each value is its ``repr``, cut to MLflow's
+    length limit (6000 characters) with a trailing ``...``. The model is saved
+    with cloudpickle (so layers and callbacks defined in a script or notebook
+    travel with it); MLflow 3 loads models only where
+    ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION=true``. ``partial_fit`` is a fit:
+    each call is a run.
+
+    Examples
+    --------
+    >>> import os
+    >>> import tempfile
+    >>> from sklearn.datasets import load_digits
+    >>> from sknet import MLPClassifier
+    >>> from sknet.callbacks import MLflowLogger
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = X[:200] / 16, y[:200]
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> uri = "sqlite:///" + os.path.join(tmp.name, "mlflow.db")
+    >>> tracking = MLflowLogger(tracking_uri=uri, log_model=False)
+    >>> clf = MLPClassifier(hidden_layer_sizes=(16,), tol=1.0, n_iter_no_change=1,
+    ...                     random_state=0, device="cpu", callbacks=[tracking])
+    >>> clf = clf.fit(X, y)
+    >>> import mlflow
+    >>> run = mlflow.MlflowClient(uri).get_run(clf.callbacks_[0].run_id_)
+    >>> run.data.params["hidden_layer_sizes"], run.info.status
+    ('(16,)', 'FINISHED')
+    >>> tmp.cleanup()
+    """
+
+    _parameter_constraints: dict = {
+        "tracking_uri": [str, None],
+        "experiment_name": [str, None],
+        "run_name": [str, None],
+        "parent_run_id": [str, None],
+        "log_model": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        tracking_uri=None,
+        experiment_name=None,
+        run_name=None,
+        parent_run_id=None,
+        log_model=True,
+    ):
+        self.tracking_uri = tracking_uri
+        self.experiment_name = experiment_name
+        self.run_name = run_name
+        self.parent_run_id = parent_run_id
+        self.log_model = log_model
+
+    def on_train_begin(self, state):
+        mlflow = import_extra("mlflow", "mlflow", "MLflowLogger")
+        from mlflow.entities import Param
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        self._client = None
+        self._around = sys.exc_info()[1]  # an exception handled around fit is not the fit's
+        client = _client(mlflow, self.tracking_uri)
+        parent = self._parent_run(mlflow, client)
+        tags = {"sknet.estimator": type(state.estimator).__name__}
+        if parent is not None:
+            tags[MLFLOW_PARENT_RUN_ID] = parent.info.run_id
+        run = client.create_run(
+            self._experiment_id(mlflow, client, parent), run_name=self.run_name, tags=tags
+        )
+        self._client, self.run_id_ = client, run.info.run_id
+        params = [Param(k, v) for k, v in flat_params(state.estimator.get_params(), mlflow)]
+        for start in range(0, len(params), PARAMS_PER_BATCH):
+            client.log_batch(self.run_id_, params=params[start : start + PARAMS_PER_BATCH])
+
+    def _parent_run(self, mlflow, client):
+        """The run to nest under (``parent_run_id``'s, or this thread's active run), or None."""
+        if self.parent_run_id is None:
+            active = mlflow.active_run()  # this thread's; its store is the global one
+            if active is None or self.tracking_uri not in (None, mlflow.get_tracking_uri()):
+                return None
+            return active
+        try:
+            return client.get_run(self.parent_run_id)
+        except mlflow.exceptions.MlflowException as exc:
+            raise ValueError(
+                f"MLflowLogger: parent_run_id={self.parent_run_id!r} is not a run of "
+                f"{client.tracking_uri}: {exc}"
+            ) from None
+
+    def _experiment_id(self, mlflow, client, parent):
+        if self.experiment_name is not None:
+            found = client.get_experiment_by_name(self.experiment_name)
+            if found is not None:
+                return found.experiment_id
+            try:
+                return client.create_experiment(self.experiment_name)
+            except mlflow.exceptions.MlflowException:  # another fit created it meanwhile
+                return client.get_experiment_by_name(self.experiment_name).experiment_id
+        if parent is not None:
+            return parent.info.experiment_id
+        if self.tracking_uri is None:  # the experiment mlflow.set_experiment chose
+            return mlflow.tracking.fluent._get_experiment_id()
+        return client.get_experiment_by_name("Default").experiment_id
+
+    def on_epoch_end(self, state, epoch, logs):
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, value, now, epoch) for key, value in scalars(logs).items()]
+        self._client.log_batch(self.run_id_, metrics=metrics)
+        return False
+
+    def on_train_end(self, state):
+        client, self._client = getattr(self, "_client", None), None
+        if client is None:
+            return
+        error = sys.exc_info()[1]
+        status = "FINISHED"
+        if error is not None and error is not self._around:
+            status = "KILLED" if _stopped_on_purpose(error) else "FAILED"
+        try:
+            if status == "FINISHED" and self.log_model:
+                self._log_model(client, state.estimator)
+        except BaseException:
+            status = "FAILED"
+            raise
+        finally:
+            client.set_terminated(self.run_id_, status)
+
+    def _log_model(self, client, estimator):
+        import mlflow.sklearn
+
+        requirements = [f"sknet-nn=={__version__}", *mlflow.sklearn.get_default_pip_requirements()]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model")
+            mlflow.sklearn.save_model(
+                estimator,
+                path,
+                serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+                pip_requirements=requirements,
+            )
+            client.log_artifacts(self.run_id_, path, artifact_path="model")
+
+
+def _client(mlflow, tracking_uri):
+    """An ``MlflowClient`` of ``tracking_uri`` whose store answered; a ValueError naming it."""
+    try:
+        client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+        client.search_experiments(max_results=1)
+    except mlflow.exceptions.MlflowException as exc:
+        raise ValueError(
+            f"MLflowLogger: tracking_uri={tracking_uri!r} cannot be used: {exc}"
+        ) from None
+    return client
+
+
+def _stopped_on_purpose(error):
+    """Whether ``error`` ends a fit someone meant to end (Optuna's pruning, Ctrl-C)."""
+    optuna = sys.modules.get("optuna")
+    pruned = optuna is not None and isinstance(error, optuna.TrialPruned)
+    return pruned or isinstance(error, KeyboardInterrupt)
+
+
+def flat_params(params, mlflow=None):
+    """``(key, value)`` strings of ``get_params()`` as MLflow takes them.
+
+    The keys are scikit-learn's (nested ones with ``__``: ``layers__0__units``),
+    with only the characters MLflow accepts; the values are their ``repr``
+    (strings as they are), cut to MLflow's length with a trailing ``...``.
+    """
+    validation = getattr(getattr(mlflow, "utils", None), "validation", None)
+    value_length = getattr(validation, "MAX_PARAM_VAL_LENGTH", DEFAULT_VALUE_LENGTH)
+    key_length = getattr(validation, "MAX_ENTITY_KEY_LENGTH", DEFAULT_KEY_LENGTH)
+    flat = []
+    for key, value in params.items():
+        text = value if isinstance(value, str) else repr(value)
+        if len(text) > value_length:
+            text = text[: value_length - 3] + "..."
+        flat.append((_KEY_REFUSED.sub("_", key)[:key_length], text))
+    return flat
