@@ -1,11 +1,12 @@
-"""A table's column plan as ONNX nodes (sknet/onnx/_tabular.py), against TabularEncoder."""
+"""A table's column plan as ONNX nodes (sknet/onnx/_tabular.py); the tabular estimators."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import ndtri
 
-from sknet.onnx import GraphBuilder
+from sknet import TabularClassifier, TabularRegressor
+from sknet.onnx import GraphBuilder, to_onnx
 from sknet.onnx._export import make_model
 from sknet.onnx._tabular import interp, table_inputs
 from sknet.onnx._tabular import ndtri as onnx_ndtri
@@ -146,3 +147,59 @@ def test_column_names_that_are_not_identifiers():
     assert [i.name for i in inputs] == ["a b", "a_b"]
     (got,) = _session(builder, inputs, encoded, np.float32).run(None, _feed(frame))
     assert_allclose(got, encoder.transform(frame), rtol=0, atol=1e-6)
+
+
+# -- the tabular estimators: the column plan, then the network -------------------------
+
+
+def _run(model, feed):
+    session = rt.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feed)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},  # piecewise-linear embeddings, an ensemble of 8
+        {"numeric_embedding": "periodic", "n_members": 1, "numeric_scaling": "robust"},
+        {"numeric_embedding": None, "n_members": 3, "numeric_scaling": "standard"},
+    ],
+)
+def test_tabular_classifier_with_its_column_plan(params):
+    frame = _frame(300)
+    y = np.where(frame["age"] > 40, "old", "young")
+    clf = TabularClassifier(
+        hidden_layer_sizes=(16,), max_iter=3, random_state=0, device="cpu", **params
+    ).fit(frame, y)
+    labels, proba = _run(to_onnx(clf), _feed(frame))
+    assert_allclose(proba, clf.predict_proba(frame), atol=1e-5, rtol=0)
+    assert_array_equal(labels, clf.predict(frame))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tabular_regressor_maps_its_targets_back(dtype):
+    frame = _frame(300)
+    y = frame["age"].to_numpy() * 3 + 100
+    reg = TabularRegressor(
+        hidden_layer_sizes=(16,), max_iter=3, random_state=0, device="cpu", dtype=dtype
+    ).fit(frame, y)
+    (pred,) = _run(to_onnx(reg), _feed(frame))
+    atol = 1e-5 if dtype == "float32" else 1e-9  # targets of about 200: rtol 1e-5
+    assert_allclose(pred.ravel(), reg.predict(frame), atol=atol, rtol=1e-5)
+
+
+def test_an_array_of_numbers():
+    rng = np.random.RandomState(0)
+    X = np.column_stack([rng.normal(size=200), rng.randint(0, 4, 200), rng.normal(size=200)])
+    X[::9, 2] = np.nan
+    y = (X[:, 0] > 0).astype(int)
+    clf = TabularClassifier(
+        categorical_features=[1],
+        hidden_layer_sizes=(8,),
+        max_iter=3,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    labels, proba = _run(to_onnx(clf), {"X": X})
+    assert_allclose(proba, clf.predict_proba(X), atol=1e-5, rtol=0)
+    assert_array_equal(labels, clf.predict(X))
