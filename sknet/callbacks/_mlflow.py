@@ -165,8 +165,14 @@ class MLflowLogger(Callback):
                 return found.experiment_id
             try:
                 return client.create_experiment(self.experiment_name)
-            except mlflow.exceptions.MlflowException:  # another fit created it meanwhile
-                return client.get_experiment_by_name(self.experiment_name).experiment_id
+            except mlflow.exceptions.MlflowException as exc:
+                found = client.get_experiment_by_name(self.experiment_name)
+                if found is None:  # not another fit's creation meanwhile: refused
+                    raise ValueError(
+                        f"MLflowLogger: experiment_name={self.experiment_name!r:.80} cannot "
+                        f"be created: {exc}"
+                    ) from None
+                return found.experiment_id
         if parent is not None:
             return parent.info.experiment_id
         if self.tracking_uri is None:  # the experiment mlflow.set_experiment chose
