@@ -1,6 +1,8 @@
 """sknet.callbacks as a package: the names it had as one module, old files, no cost when unused."""
 
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -46,3 +48,27 @@ def test_skops_trusts_the_old_and_the_new_names(name):
     cls = getattr(callbacks, name)
     assert f"sknet.callbacks.{name}" in sknet.TRUSTED_TYPES
     assert f"{cls.__module__}.{name}" in sknet.TRUSTED_TYPES
+
+
+def test_the_libraries_are_not_imported_until_a_fit_uses_them(tmp_path):
+    # `import sknet`, the callbacks built and a fit with the CSV logger (no library):
+    # none of tensorboard, mlflow, optuna (nor tensorboardX, nor torch) is loaded.
+    script = f"""
+import sys
+import numpy as np
+import sknet
+from sknet import MLPClassifier
+from sknet.callbacks import CSVLogger, MLflowLogger, OptunaPruning, TensorBoardLogger
+callbacks = [CSVLogger({str(tmp_path / "h.csv")!r}), TensorBoardLogger(), MLflowLogger(),
+             OptunaPruning(trial=None)]
+X = np.random.RandomState(0).rand(40, 3)
+MLPClassifier(hidden_layer_sizes=(4,), tol=1.0, n_iter_no_change=1, device="cpu",
+              callbacks=callbacks[:1]).fit(X, np.arange(40) % 2)
+heavy = ("tensorboard", "tensorboardX", "mlflow", "optuna", "torch")
+print(sorted(m for m in sys.modules if m.split(".")[0] in heavy))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
