@@ -1,0 +1,78 @@
+"""The loggers and the pruning callback under DataParallel: run on the driver, once an epoch."""
+
+import csv
+import os
+
+import pytest
+
+from sknet.callbacks import CSVLogger, MLflowLogger, OptunaPruning, TensorBoardLogger
+from tests.callbacks.helpers import data, mlp
+from tests.conftest import local_dask_client
+
+pytest.importorskip("distributed", reason="needs dask.distributed (the distributed extra)")
+from sknet.distributed import DataParallel  # noqa: E402
+from tests.distributed.helpers import fit_plugins  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with local_dask_client() as client:
+        yield client
+
+
+def test_the_loggers_write_each_epoch_once_from_the_driver(client, tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    mlflow = pytest.importorskip("mlflow")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = mlflow.MlflowClient(uri)
+    store.create_experiment("dp", artifact_location=(tmp_path / "artifacts").as_uri())
+    X, y = data(400)
+    est = mlp(
+        [
+            CSVLogger(tmp_path / "history.csv"),
+            TensorBoardLogger(tmp_path / "runs" / "{run}"),
+            MLflowLogger(tracking_uri=uri, experiment_name="dp"),
+        ],
+        tol=0.0,
+        n_iter_no_change=10,
+        max_iter=3,
+    )
+    with pytest.warns(Warning, match="Maximum iterations"):
+        parallel = DataParallel(est, client=client).fit(
+            X[:300], y[:300], X_val=X[300:], y_val=y[300:]
+        )
+    fitted = parallel.estimator_
+    epochs = [row["epoch"] for row in fitted.history_]
+    assert epochs == [1, 2, 3]
+    with open(tmp_path / "history.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == epochs
+    assert [float(r["valid_loss"]) for r in rows] == [r["valid_loss"] for r in fitted.history_]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert len(os.listdir(run_dir)) == 1  # one writer, on the driver
+    reader = EventAccumulator(os.fspath(run_dir))
+    reader.Reload()
+    assert [s.step for s in reader.Scalars("train_loss")] == epochs
+    run_id = fitted.callbacks_[2].run_id_
+    assert [p.step for p in store.get_metric_history(run_id, "valid_loss")] == epochs
+    assert store.get_run(run_id).info.status == "FINISHED"
+    monkeypatch.setenv("MLFLOW_ALLOW_PICKLE_DESERIALIZATION", "true")
+    model = mlflow.sklearn.load_model(f"{store.get_run(run_id).info.artifact_uri}/model")
+    assert (model.predict(X) == parallel.predict(X)).all()
+    assert all(plugins == [] for plugins in fit_plugins(client).values())
+
+
+def test_a_pruned_distributed_fit_stops_and_leaves_no_state_on_the_workers(client):
+    optuna = pytest.importorskip("optuna")
+    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=0.0))
+    trial = study.ask()
+    X, y = data(400)
+    est = mlp([OptunaPruning(trial, monitor="train_loss")], max_iter=5)
+    parallel = DataParallel(est, client=client)
+    with pytest.raises(optuna.TrialPruned, match="pruned at epoch 1"):
+        parallel.fit(X, y)
+    assert not hasattr(parallel, "estimator_")
+    assert list(study.trials[0].intermediate_values) == [1]  # reported once, by the driver
+    assert all(plugins == [] for plugins in fit_plugins(client).values())
