@@ -23,8 +23,10 @@ demo: $(PY)
 	$(PY) -m pip install --quiet -e .
 	$(PY) examples/digits_pipeline.py
 
+# The loggers' extras (tensorboard, mlflow, optuna) are wheels from the package index, so
+# their tests run against the real libraries here rather than skip.
 test: $(PY)
-	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,images,distributed,skops,onnx]"
+	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,images,distributed,skops,onnx,tensorboard,mlflow,optuna]"
 	$(TEST_ENV) $(PY) -m pytest -n auto
 
 # ruff: the linter (rules in pyproject.toml) and the formatter, checked, not applied
