@@ -9,7 +9,8 @@ binary and multiclass; at most 8,000 rows each (a seeded sample), so that a
 comparison of a few settings runs in minutes on one core.
 
 Each setting is a set of parameters of ``TabularClassifier`` /
-``TabularRegressor`` over the defaults, as JSON::
+``TabularRegressor`` over the defaults, as JSON (callbacks as
+``{"callbacks": [{"LRScheduler": {"policy": "plateau"}}]}``)::
 
     python benchmarks/tune_tabular.py --seeds 2 \\
         --setting '{}' --setting '{"n_members": 1}' --setting '{"numeric_embedding": null}'
@@ -90,7 +91,15 @@ def synthetic_tables():
 
 def fit_tabular(params, task, seed, X_train, y_train, X_test):
     import sknet
+    import sknet.callbacks
 
+    params = dict(params)
+    if "callbacks" in params:  # {"LRScheduler": {...}} -> LRScheduler(...)
+        params["callbacks"] = [
+            getattr(sknet.callbacks, name)(**kwargs)
+            for spec in params["callbacks"]
+            for name, kwargs in spec.items()
+        ]
     cls = sknet.TabularRegressor if task == "regression" else sknet.TabularClassifier
     start = time.perf_counter()
     model = cls(random_state=seed, device="cpu", **params).fit(X_train, y_train)

@@ -17,12 +17,16 @@ PAGES = [
     "docs/user_guide/choosing.md",
     "docs/user_guide/layers.md",
     "docs/user_guide/training.md",
+    "docs/user_guide/logging.md",
     "docs/user_guide/losses.md",
     "docs/user_guide/transfer.md",
     "docs/user_guide/persistence.md",
 ]
 # Pages whose code needs an optional extra.
-NEEDS = {"docs/user_guide/persistence.md": ("skops", "skl2onnx", "onnxruntime")}
+NEEDS = {
+    "docs/user_guide/persistence.md": ("skops", "skl2onnx", "onnxruntime"),
+    "docs/user_guide/logging.md": ("pandas", "tensorboard", "mlflow", "optuna"),
+}
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
