@@ -14,7 +14,7 @@ class OptunaPruning(Callback):
 
     After each epoch the monitored value is reported to ``trial`` at step
     ``epoch``; when the study's pruner (``MedianPruner``, ...) says the trial
-    should stop, the fit raises Optuna's own :class:`optuna.TrialPruned`,
+    should stop, the fit raises Optuna's own ``optuna.TrialPruned``,
     which an objective lets through for Optuna to mark the trial pruned. A
     pruned fit is a fit that did not complete: the estimator is left as it was
     before ``fit`` (unfitted after a first fit), as after any failed fit.
