@@ -81,13 +81,15 @@ def test_nested_under_the_active_run(store):
     assert not client.list_artifacts(child.info.run_id)  # log_model=False
 
 
-def test_without_an_active_run_a_run_is_not_nested(store):
+def test_without_an_active_run_a_run_is_not_nested(store, tmp_path, monkeypatch):
     uri, client = store
+    monkeypatch.chdir(tmp_path)  # a new experiment keeps its artifacts in ./mlruns
     X, y = data()
     clf = mlp([MLflowLogger(tracking_uri=uri, experiment_name="new one")]).fit(X, y)
     run = client.get_run(clf.callbacks_[0].run_id_)
     assert "mlflow.parentRunId" not in run.data.tags
     assert client.get_experiment(run.info.experiment_id).name == "new one"  # created
+    assert (tmp_path / "mlruns").is_dir()
 
 
 def test_long_values_are_cut_to_mlflows_limit(store):
