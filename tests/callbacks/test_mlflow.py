@@ -17,6 +17,7 @@ mlflow = pytest.importorskip("mlflow", reason='needs mlflow: pip install "sknet-
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A SQLite tracking store and an experiment whose artifacts stay in tmp_path."""
+    monkeypatch.chdir(tmp_path)  # the store's default artifacts, ./mlruns, land here
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(uri)
     client.create_experiment("sknet", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -81,9 +82,8 @@ def test_nested_under_the_active_run(store):
     assert not client.list_artifacts(child.info.run_id)  # log_model=False
 
 
-def test_without_an_active_run_a_run_is_not_nested(store, tmp_path, monkeypatch):
+def test_without_an_active_run_a_run_is_not_nested(store, tmp_path):
     uri, client = store
-    monkeypatch.chdir(tmp_path)  # a new experiment keeps its artifacts in ./mlruns
     X, y = data()
     clf = mlp([MLflowLogger(tracking_uri=uri, experiment_name="new one")]).fit(X, y)
     run = client.get_run(clf.callbacks_[0].run_id_)
