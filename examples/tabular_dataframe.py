@@ -1,7 +1,7 @@
 """
-========================================================
+==========================================================
 A DataFrame as it is: categories, missing values, boosting
-========================================================
+==========================================================
 
 :class:`~sknet.TabularRegressor` takes a pandas DataFrame with numbers,
 categories and missing values, and learns from its training rows how each

@@ -217,7 +217,7 @@ class GraphBuilder:
 
     @property
     def mask_ndim(self):
-        """The number of axes of :attr:`mask` (``(batch, timesteps, ...)``)."""
+        """The number of axes of ``mask`` (``(batch, timesteps, ...)``)."""
         return self._mask_ndim
 
     def subgraph(self):

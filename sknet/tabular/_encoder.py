@@ -78,10 +78,10 @@ default='from_dtype'
     n_features_in_ : int
         Number of columns seen in ``fit``.
 
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names seen in ``fit``, when the table had string names.
 
-    is_categorical_ : ndarray of shape (n_features_in_,), dtype=bool
+    is_categorical_ : ndarray of shape (`n_features_in_`,), dtype=bool
         Which columns are categorical.
 
     numeric_features_, categorical_features_ : ndarray of int
