@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     "docs/user_guide/choosing.md",
+    "docs/user_guide/tables.md",
     "docs/user_guide/layers.md",
     "docs/user_guide/training.md",
     "docs/user_guide/logging.md",
