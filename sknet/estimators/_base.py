@@ -20,35 +20,27 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import check_scoring
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from sknet.backend import get_backend, is_device_array
 from sknet.engine._bytes import parse_bytes
 from sknet.engine._convergence import ScikitLearnConvergence
 from sknet.engine._network import Network
-from sknet.engine._placement import (
-    out_of_memory_message,
-)
 from sknet.engine._transaction import FitTransaction
-from sknet.engine._types import Diverged, NoRoomForBatch
-from sknet.engine._validation import (
-    check_device_X,
-    check_finite,
-    check_positive_weights,
-    check_sample_weight,
-    validation_set,
-    validation_split,
-    warn_non_finite_outputs,
-)
+from sknet.engine._validation import validation_set, validation_split, warn_non_finite_outputs
 from sknet.engine._warm_start import check_same_network, network_signature
+from sknet.estimators._input import InputValidationMixin
 from sknet.estimators._persistence import PersistenceMixin
-from sknet.estimators._training import STOCHASTIC_SOLVERS, check_callbacks, train
-from sknet.exceptions import DeviceMemoryError
+from sknet.estimators._training import (
+    STOCHASTIC_SOLVERS,
+    check_callbacks,
+    train,
+    training_errors,
+)
 from sknet.layers._tree import check_tree
 from sknet.losses import EnsembleLoss
 
 
-class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
+class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
     """Base class of sknet's estimators; not meant to be used directly.
 
     Subclasses implement ``_build_layers``, ``_loss_name``,
@@ -104,8 +96,6 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         "_no_improvement_count",
         "_label_binarizer",
     )
-    #: the sparse formats X may come in (``False``: dense only)
-    _accept_sparse = ["csr", "csc"]
     #: parameters that define the network: a warm fit refuses to change them
     _network_parameters = ()
 
@@ -149,50 +139,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         """Feature value marking padded sequence steps (sequence models override)."""
         return None
 
-    # -- validation -----------------------------------------------------------
-    def _X_dtype(self):
-        """The dtypes ``X`` is validated into (token ids override: integers)."""
-        return [self._np_dtype.type, np.float64, np.float32]
-
-    def _validate_X_predict(self, X):
-        check_is_fitted(self)
-        if is_device_array(X):
-            return check_device_X(self, X)
-        X = validate_data(
-            self,
-            X,
-            accept_sparse=self._accept_sparse,
-            dtype=self._X_dtype(),
-            ensure_all_finite=False,  # checked in the model's dtype, below
-            reset=False,
-        )
-        check_finite(X, self._np_dtype, "X")
-        return X
-
-    def _validate_Xy(self, X, y, reset, names=("X", "y"), **kwargs):
-        if names[1] != "y":  # scikit-learn's check of y would call it y
-            check_array(
-                y,
-                accept_sparse="csr",
-                ensure_2d=False,
-                dtype=None,
-                input_name=names[1],
-                estimator=self,
-            )
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=self._accept_sparse,
-            multi_output=True,
-            dtype=self._X_dtype(),
-            ensure_all_finite=False,  # checked in the model's dtype, below
-            reset=reset,
-            **kwargs,
-        )
-        check_finite(X, self._np_dtype, names[0])
-        return X, y
-
+    # -- validation (of X, y and the weights: InputValidationMixin) -----------------
     def _check_solver(self):
         if self.solver not in STOCHASTIC_SOLVERS:
             raise AttributeError(
@@ -281,17 +228,7 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         ) as transaction:
             transaction.backend = backend
             X, Y = self._validate_input(X, y, incremental, reset=first_pass)
-            sample_weight = check_sample_weight(sample_weight, X.shape[0], self._np_dtype)
-            class_weight = self._class_sample_weight(Y, incremental)
-            if class_weight is not None:
-                if sample_weight is not None:
-                    sample_weight = sample_weight * class_weight
-                    check_finite(sample_weight, self._np_dtype, "sample_weight * class_weight")
-                    check_positive_weights(
-                        sample_weight, self._np_dtype, "sample_weight * class_weight"
-                    )
-                else:
-                    sample_weight = class_weight
+            sample_weight = self._fit_sample_weight(sample_weight, X.shape[0], Y, incremental)
             if not first_pass and Y.shape[1] != self.n_outputs_:
                 raise ValueError(
                     f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
@@ -303,33 +240,22 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
             if self.early_stopping and incremental:
                 raise ValueError("partial_fit does not support early_stopping=True")
             rng = check_random_state(self.random_state)
-            try:
-                with backend.device_context():
-                    train(
-                        self,
-                        X,
-                        Y,
-                        sample_weight,
-                        validation,
-                        backend,
-                        rng,
-                        first_pass,
-                        incremental,
-                        used,
-                    )
-            except NoRoomForBatch:
-                raise  # planned: its message says what would fit
-            except backend.out_of_memory_errors() as exc:
-                message = out_of_memory_message(self, backend, exc, used, X, y, sample_weight)
-                raise DeviceMemoryError(message) from None
-            except Diverged as exc:
-                raise ValueError(
-                    "Solver produced non-finite parameter weights. The input data may "
-                    f"contain large values and need to be preprocessed. {exc} Scale "
-                    "the input features (e.g. with StandardScaler), lower "
-                    f"learning_rate_init (currently {self.learning_rate_init}), or "
-                    "increase alpha."
-                ) from None
+            with (
+                training_errors(self, backend, used, X, y, sample_weight),
+                backend.device_context(),
+            ):
+                train(
+                    self,
+                    X,
+                    Y,
+                    sample_weight,
+                    validation,
+                    backend,
+                    rng,
+                    first_pass,
+                    incremental,
+                    used,
+                )
         return self
 
     def _initialize(self, n_features, n_outputs, backend, rng):
@@ -389,10 +315,6 @@ class BaseNeuralNetwork(PersistenceMixin, BaseEstimator):
         return validation_split(self, Y, rng)
 
     def _stratify_labels(self, Y):
-        return None
-
-    def _class_sample_weight(self, Y, incremental):
-        """Per-sample weights from ``class_weight`` (classifiers override)."""
         return None
 
     # -- prediction -------------------------------------------------------------------

@@ -6,17 +6,26 @@ transaction: it builds the network on a first fit (or continues it, with the
 layers' new ``trainable``/``lr_scale`` and the new loss), makes the trainer
 with scikit-learn's convergence rules as built-in callbacks, and runs
 mini-batches (:func:`train_stochastic`: the data placed on the device or
-streamed) or L-BFGS (:func:`train_lbfgs`).
+streamed) or L-BFGS (:func:`train_lbfgs`). :func:`training_errors` turns what
+can go wrong while it trains into the user's errors.
 """
+
+import contextlib
 
 from sknet.engine._callbacks import Callback, TrainingState, copy_callbacks
 from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet.engine._lbfgs import run_lbfgs
 from sknet.engine._optimizers import make_optimizer
-from sknet.engine._placement import backend_data, check_full_batch_fits, place_training_data
+from sknet.engine._placement import (
+    backend_data,
+    check_full_batch_fits,
+    out_of_memory_message,
+    place_training_data,
+)
 from sknet.engine._trainer import Trainer, resolve_batch_size
-from sknet.engine._types import Diverged
+from sknet.engine._types import Diverged, NoRoomForBatch
 from sknet.engine._validation import make_evaluator
+from sknet.exceptions import DeviceMemoryError
 
 #: The solvers that train by mini-batches (partial_fit, callbacks per batch).
 STOCHASTIC_SOLVERS = ("sgd", "adam", "adamw")
@@ -59,6 +68,46 @@ def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, increm
         bool(xp.isfinite(w.min()) & xp.isfinite(w.max())) for w in est.network_.weights() if w.size
     ):
         raise Diverged("The weights became non-finite.")
+
+
+@contextlib.contextmanager
+def training_errors(est, backend, used, X, y, sample_weight):
+    """Within the block, a training failure becomes an error that says what to change.
+
+    Device memory running out is a :class:`~sknet.exceptions.DeviceMemoryError`
+    saying what the fit needed (:func:`~sknet.engine._placement.out_of_memory_message`;
+    a batch the plan found no room for keeps its own message), and weights that
+    became non-finite are a ValueError suggesting scaled inputs, a lower
+    ``learning_rate_init`` or a larger ``alpha``.
+
+    Parameters
+    ----------
+    est : BaseNeuralNetwork
+        The estimator being fitted.
+    backend : Backend
+        Where it trains.
+    used : dict
+        What the fit resolved (``batch_size``, ``placement``), filled in while
+        it trains.
+    X, y, sample_weight : arrays
+        The fit's data (validated ``X`` and weights, the user's ``y``), for
+        the memory message.
+    """
+    try:
+        yield
+    except NoRoomForBatch:
+        raise  # planned: its message says what would fit
+    except backend.out_of_memory_errors() as exc:
+        message = out_of_memory_message(est, backend, exc, used, X, y, sample_weight)
+        raise DeviceMemoryError(message) from None
+    except Diverged as exc:
+        raise ValueError(
+            "Solver produced non-finite parameter weights. The input data may "
+            f"contain large values and need to be preprocessed. {exc} Scale "
+            "the input features (e.g. with StandardScaler), lower "
+            f"learning_rate_init (currently {est.learning_rate_init}), or "
+            "increase alpha."
+        ) from None
 
 
 def check_callbacks(callbacks):
