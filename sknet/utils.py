@@ -195,6 +195,20 @@ def check_layer_gradients(
     X = rng.standard_normal((int(n_samples),) + tuple(input_shape))
     R = rng.standard_normal((int(n_samples),) + tuple(out_shape))
 
+    errors = _gradient_errors(built, backend, X, R, eps, floor)
+    # NaN counts as the worst error (max() would skip it).
+    worst = max(errors, key=lambda k: np.inf if np.isnan(errors[k]) else errors[k], default=None)
+    if worst is not None and not errors[worst] <= tol:
+        raise AssertionError(
+            f"{type(layer).__name__}: the gradient of {worst!r} is off by "
+            f"{errors[worst]:.3g} relative to finite differences (tol={tol:g}); "
+            f"all errors: {errors}"
+        )
+    return errors
+
+
+def _gradient_errors(built, backend, X, R, eps, floor):
+    """Each array's error: ``backward``'s gradient against central differences of ``L``."""
     _, dX, grads = _run(built, X, R)
     errors = {}
     if dX is not None:
@@ -210,15 +224,6 @@ def check_layer_gradients(
         numeric = _central_differences(at, base, eps)
         errors[key] = _relative_error(grads[key], numeric, floor)
         holder.params[name] = backend.asarray(base)
-
-    # NaN counts as the worst error (max() would skip it).
-    worst = max(errors, key=lambda k: np.inf if np.isnan(errors[k]) else errors[k], default=None)
-    if worst is not None and not errors[worst] <= tol:
-        raise AssertionError(
-            f"{type(layer).__name__}: the gradient of {worst!r} is off by "
-            f"{errors[worst]:.3g} relative to finite differences (tol={tol:g}); "
-            f"all errors: {errors}"
-        )
     return errors
 
 

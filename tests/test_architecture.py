@@ -211,3 +211,25 @@ def test_the_tabular_preprocessing_imports_no_network_code():
         if room(target) != "tabular"
     )
     assert not outside, f"sknet.tabular imports {outside}"
+
+
+#: The largest a unit grows before it is usually two concerns (lines, docstrings included).
+LIMITS = {"module": 650, "class": 320, "function": 100}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_units_stay_small_enough_to_read(module):
+    path = MODULES[module]
+    text = path.read_text()
+    too_long = []
+    if len(text.splitlines()) > LIMITS["module"]:
+        too_long.append(f"the module is {len(text.splitlines())} lines")
+    for node in ast.walk(ast.parse(text)):
+        kind = {ast.ClassDef: "class", ast.FunctionDef: "function"}.get(type(node))
+        if kind is None and isinstance(node, ast.AsyncFunctionDef):
+            kind = "function"
+        if kind is not None:
+            size = node.end_lineno - node.lineno + 1
+            if size > LIMITS[kind]:
+                too_long.append(f"{kind} {node.name} is {size} lines")
+    assert not too_long, f"{module}: {too_long} (limits {LIMITS}); split by concern"

@@ -14,7 +14,11 @@ cached on disk.
 
 import os
 
-from sknet.backend._cpu_sequence_kernels import sequence_kernels
+from sknet.backend._cpu_sequence_kernels import (
+    layer_norm_kernels,
+    softmax_kernels,
+    window_kernels,
+)
 
 KERNELS = None
 
@@ -39,7 +43,9 @@ def _compile(cache=True):
         _conv_epilogue_kernels,
         _patch_kernels,
         _dense_kernels,
-        sequence_kernels,
+        layer_norm_kernels,
+        softmax_kernels,
+        window_kernels,
     ):
         kernels.update(build(jit, reduce_jit))
     return kernels

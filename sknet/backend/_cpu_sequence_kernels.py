@@ -11,8 +11,12 @@ NumPy's ``add.at`` takes an indexed pass per element.
 """
 
 
-def sequence_kernels(jit, reduce_jit):
-    """The kernels by name (compiled by :func:`sknet.backend._cpu_kernels._compile`)."""
+def layer_norm_kernels(jit, reduce_jit):
+    """The layer norm's forward and backward passes, by name.
+
+    Compiled by :func:`sknet.backend._cpu_kernels._compile`, as are
+    :func:`softmax_kernels` and :func:`window_kernels`.
+    """
     import numpy as np
 
     @reduce_jit
@@ -64,6 +68,13 @@ def sequence_kernels(jit, reduce_jit):
             for j in range(F):
                 dgamma[j] = sums_g[j]
                 dbeta[j] = sums_b[j]
+
+    return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward}
+
+
+def softmax_kernels(jit, reduce_jit):
+    """The attention's masked softmax (around NumPy's exp) and embedding gradients, by name."""
+    import numpy as np
 
     @jit
     def softmax_shift(S, key_mask, has_mask, causal):
@@ -124,6 +135,17 @@ def sequence_kernels(jit, reduce_jit):
             row, src = target[idx[k]], values[k]
             for j in range(F):
                 row[j] += src[j]
+
+    return {
+        "scatter_add_rows": scatter_add_rows,
+        "softmax_shift": softmax_shift,
+        "softmax_normalize": softmax_normalize,
+        "softmax_grad": softmax_grad,
+    }
+
+
+def window_kernels(jit, reduce_jit):
+    """Kernels over steps: the windows of a 1-D convolution, dropout, 1-D max pooling."""
 
     @jit
     def windows_1d(X, stride, dilation, left, out):
@@ -203,10 +225,4 @@ def sequence_kernels(jit, reduce_jit):
         "dropout_apply": dropout_apply,
         "max_pool_1d_forward": max_pool_1d_forward,
         "max_pool_1d_backward": max_pool_1d_backward,
-        "scatter_add_rows": scatter_add_rows,
-        "layer_norm_forward": layer_norm_forward,
-        "layer_norm_backward": layer_norm_backward,
-        "softmax_shift": softmax_shift,
-        "softmax_normalize": softmax_normalize,
-        "softmax_grad": softmax_grad,
     }

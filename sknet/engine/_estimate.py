@@ -208,16 +208,20 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
         y = _default_targets(estimator, n_rows)
     _check_lengths(X, y, sample_weight, X_val, y_val)
     probe, X_rows, Y_rows = _dry_probe(estimator, X, y, n_rows)
+    data = (DataShape.of(X, n_rows, X_rows), DataShape.of(y, n_rows, Y_rows))
+    return _estimate_fit(estimator, probe, data, (X_rows, Y_rows), sample_weight, X_val, y_val)
+
+
+def _estimate_fit(estimator, probe, data, rows, sample_weight, X_val, y_val):
+    """The estimate of a fit of ``probe`` (a dry clone of ``estimator``) on ``data``."""
+    X_rows, Y_rows = rows
+    n_rows = data[0].shape[0]
     backend = get_backend(probe.device)
     trainer = Trainer(probe.network_, probe._loss, alpha=probe.alpha)  # dry: no arrays
     lbfgs = probe.solver == "lbfgs"
     optimizer = None if lbfgs else make_optimizer(probe, trainer)
     keeps_best = probe.early_stopping and not lbfgs  # L-BFGS has no early stopping
-    data = (
-        DataShape.of(X, n_rows, X_rows),
-        DataShape.of(y, n_rows, Y_rows),
-        _weights(probe, sample_weight, n_rows, X_rows.dtype),
-    )
+    data = (*data, _weights(probe, sample_weight, n_rows, X_rows.dtype))
     validation, split, n_train = _validation_of(probe, data, X_val, y_val, keeps_best)
     batch_size = n_train if lbfgs else resolve_batch_size(probe.batch_size, n_train)
     sizes = fit_sizes(
