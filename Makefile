@@ -27,7 +27,7 @@ demo: $(PY)
 # their tests run against the real libraries here rather than skip.
 test: $(PY)
 	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,images,distributed,skops,onnx,tensorboard,mlflow,optuna]"
-	$(TEST_ENV) $(PY) -m pytest -n auto
+	$(TEST_ENV) $(PY) -m pytest -n auto --durations=30
 
 # ruff: the linter (rules in pyproject.toml) and the formatter, checked, not applied
 # (`ruff format .` applies it).
