@@ -49,7 +49,7 @@ def _set_in_list(owner, name, values):
     own lists follow the same rule). Entries set inside are clones: neither the
     list's layers nor a replacement passed here are modified.
     """
-    items = getattr(owner, name)
+    items = getattr(owner, name, None)  # an estimator without the parameter has none
     if not isinstance(items, (list, tuple)):
         raise ValueError(
             f"Cannot set {sorted(values)}: this {type(owner).__name__} has no `{name}` list."
