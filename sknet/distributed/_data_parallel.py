@@ -34,6 +34,7 @@ from sknet.distributed._driver import _Driver
 from sknet.distributed._inputs import _Inputs
 from sknet.engine._trainer import batches_run_by
 from sknet.estimators._base import BaseNeuralNetwork
+from sknet.estimators._training import STOCHASTIC_SOLVERS
 
 __all__ = ["DataParallel"]
 
@@ -153,7 +154,8 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     estimator : sknet estimator
         An ``MLPClassifier``, ``MLPRegressor``, ``ConvNetClassifier``,
         ``RNNClassifier``, ``RNNRegressor`` or ``NeuralNetClassifier``/
-        ``NeuralNetRegressor`` with ``solver='adam'`` or ``'sgd'``. Not
+        ``NeuralNetRegressor``, ``TabularClassifier``/``TabularRegressor``,
+        with ``solver='adam'``, ``'adamw'`` or ``'sgd'``. Not
         modified: ``fit`` trains a clone (with ``warm_start=True``, it
         continues ``estimator_``, or the given estimator when that one is
         fitted: resuming from a :class:`~sknet.callbacks.Checkpoint`). Its
@@ -417,12 +419,13 @@ def _check_sknet_estimator(estimator):
     if not isinstance(estimator, BaseNeuralNetwork):
         raise TypeError(
             "DataParallel trains sknet estimators (MLPClassifier, MLPRegressor, "
-            f"ConvNetClassifier, RNNClassifier, RNNRegressor), got {type(estimator).__name__}"
+            "ConvNetClassifier, RNNClassifier, RNNRegressor, NeuralNet*, Tabular*), "
+            f"got {type(estimator).__name__}"
         )
-    if estimator.solver not in ("adam", "sgd"):
+    if estimator.solver not in STOCHASTIC_SOLVERS:
         raise ValueError(
-            f"DataParallel needs solver='adam' or 'sgd' (mini-batches to run on the "
-            f"workers), got solver={estimator.solver!r}"
+            f"DataParallel needs solver='adam', 'adamw' or 'sgd' (mini-batches to run on "
+            f"the workers; L-BFGS steps on the whole data), got solver={estimator.solver!r}"
         )
 
 

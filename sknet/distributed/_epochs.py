@@ -25,6 +25,7 @@ _OPTIMIZER_PARAMETERS = (
     "beta_1",
     "beta_2",
     "epsilon",
+    "weight_decay",
 )
 
 

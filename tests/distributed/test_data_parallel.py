@@ -388,7 +388,7 @@ def test_import_sknet_needs_no_dask():
     "estimator, params, error, match",
     [
         ("ridge", {}, TypeError, "sknet estimators"),
-        (None, {"solver": "lbfgs"}, ValueError, "solver='adam' or 'sgd'"),
+        (None, {"solver": "lbfgs"}, ValueError, "solver='adam', 'adamw' or 'sgd'"),
     ],
 )
 def test_bad_estimators(client, digits, estimator, params, error, match):

@@ -77,7 +77,7 @@ def assert_same_model(a, b, rtol):
 
 
 # -- 1. DataParallel: a frame with categories and missing values, on two workers -----------
-def test_data_parallel_trains_the_plain_fit_of_a_frame_and_refuses_adamw():
+def test_data_parallel_trains_the_plain_fit_of_a_frame_with_adamw():
     pytest.importorskip("distributed", reason="needs dask.distributed (the distributed extra)")
     from sknet.distributed import DataParallel
     from tests.conftest import local_dask_client
@@ -85,14 +85,10 @@ def test_data_parallel_trains_the_plain_fit_of_a_frame_and_refuses_adamw():
     X, signal = table(n=200)
     y = labels(signal)
     assert X.isna().any().sum() >= 5  # missing values in numbers and categories
-    est = TabularClassifier(**float64(max_iter=3, batch_size=64))
-    assert est.solver == "adamw"  # the tabular default
+    est = TabularClassifier(**float64(max_iter=3, batch_size=64, weight_decay=0.01))
+    assert est.solver == "adamw"  # the tabular default: decoupled decay on every replica
+    local = clone(est).fit(X, y)
     with local_dask_client() as client:
-        # A known limitation: DataParallel runs 'adam' and 'sgd' only, and says so.
-        with pytest.raises(ValueError, match=r"solver='adam' or 'sgd'.*got solver='adamw'"):
-            DataParallel(est, client=client, sync_every=1).fit(X, y)
-        est.set_params(solver="adam")
-        local = clone(est).fit(X, y)
         parallel = DataParallel(est, client=client, sync_every=1).fit(X, y)
     assert len(parallel.shard_rows_) == 2 and sum(parallel.shard_rows_) == 200
     fitted = parallel.estimator_
