@@ -15,9 +15,9 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.frozen import FrozenEstimator
-from sklearn.model_selection import GridSearchCV, KFold, cross_validate
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, cross_validate
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
 
 import sknet
 from sknet import TabularClassifier, TabularRegressor
@@ -31,6 +31,7 @@ from sknet.layers import (
     PiecewiseLinearEncoding,
 )
 from sknet.layers._tree import walk
+from sknet.tabular import TabularEncoder
 from sknet.utils import estimate_memory
 from tests.conftest import needs_gpu
 
@@ -170,9 +171,55 @@ def test_cross_validation_learns_each_plan_from_its_training_rows():
         seen = set(X["object"].iloc[train])
         assert set(model.encoder_.categories_[1]) == seen
         assert f"only_{test[0] // 40}" not in seen
-        # and its quantiles are those of its training rows
-        expected = sknet.tabular.TabularEncoder(n_bins=8).fit(X.iloc[train])
+        # and its whole plan (quantiles, bins, medians, codes) is its training rows'
+        expected = model._make_encoder().fit(X.iloc[train])
         assert_allclose(model.encoder_.medians_, expected.medians_)
+        assert_array_equal(model.encoder_.transform(X), expected.transform(X))
+
+
+def test_rows_a_fold_is_scored_on_change_nothing_in_its_model():
+    X, signal = table(n=200)
+    y = labels(signal)
+    train, test = np.arange(150), np.arange(150, 200)
+    other = X.copy()  # the scored rows rewritten: other numbers, other categories
+    other.loc[test, "float"] = 1e6
+    other.loc[test, "int"] = -50
+    other.loc[test, "object"] = "leak"
+    other["category"] = other["category"].cat.add_categories(["leak"])
+    other.loc[test, "category"] = "leak"
+    runs = [
+        cross_validate(
+            TabularClassifier(**SMALL), frame, y, cv=[(train, test)], return_estimator=True
+        )
+        for frame in (X, other)
+    ]
+    a, b = (run["estimator"][0] for run in runs)
+    assert_array_equal(a.encoder_.transform(X), b.encoder_.transform(X))
+    for wa, wb in zip(a.network_.weights(), b.network_.weights()):
+        assert_array_equal(wa, wb)
+    assert "leak" not in np.concatenate(b.encoder_.categories_[:2]).tolist()
+    # cross_val_score scores the same models: one fit per fold on its training rows
+    folds = list(KFold(3).split(X))
+    scores = cross_val_score(TabularClassifier(**SMALL), X, y, cv=folds)
+    by_hand = [
+        TabularClassifier(**SMALL).fit(X.iloc[tr], y[tr]).score(X.iloc[te], y[te])
+        for tr, te in folds
+    ]
+    assert_allclose(scores, by_hand)
+
+
+def test_grid_search_over_a_pipeline_that_hands_it_a_frame():
+    X, signal = table(n=200)
+    drop_bool = FunctionTransformer(lambda frame: frame.drop(columns=["bool"]))
+    pipe = make_pipeline(drop_bool, TabularClassifier(**SMALL))
+    grid = GridSearchCV(pipe, {"tabularclassifier__n_bins": [4, 8]}, cv=2).fit(X, labels(signal))
+    best = grid.best_estimator_[-1]
+    assert "bool" not in best.feature_names_in_ and best.n_features_in_ == 7
+    assert (
+        max(len(b) for b in best.encoder_.bins_) - 1
+        <= grid.best_params_["tabularclassifier__n_bins"]
+    )
+    assert grid.predict(X).shape == (200,)
 
 
 def test_grid_search_over_the_network():
@@ -277,7 +324,7 @@ def test_sample_and_class_weights():
     zero = TabularClassifier(**{**SMALL, "early_stopping": False, "dropout": 0.0})
     weighted = clone(zero).fit(X, y, sample_weight=rows.astype(float))
     # a weight of 0 is a row left out: of the column plan too
-    removed = sknet.tabular.TabularEncoder(n_bins=8).fit(X[rows])
+    removed = TabularEncoder(n_bins=8).fit(X[rows])
     assert_allclose(weighted.encoder_.medians_, removed.medians_)
     balanced = TabularClassifier(class_weight="balanced", **SMALL).fit(X, y)
     plain = TabularClassifier(**SMALL).fit(X, y)
