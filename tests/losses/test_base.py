@@ -444,6 +444,24 @@ def test_a_loss_writing_into_z_or_y_is_named_and_the_callers_y_kept(loss):
     np.testing.assert_array_equal(y, y0)
 
 
+@pytest.mark.parametrize("where", ["Y", "Z"])
+def test_a_member_loss_of_an_ensemble_writing_into_z_or_y_is_named(where):
+    # Before: EnsembleLoss handed its members' rows to the loss writable, so a loss
+    # writing into Z changed the kept outputs of the ensemble head.
+    from sknet import NeuralNetRegressor
+    from sknet.layers import EnsembleDense, EnsembleInput
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(30, 3).astype(np.float32)
+    y = X.sum(axis=1)
+    y0 = y.copy()
+    layers = [EnsembleInput(2), EnsembleDense(4)]
+    model = NeuralNetRegressor(layers, loss=SubtractsInPlace(where), max_iter=2, device="cpu")
+    with pytest.raises(ValueError, match=r"SubtractsInPlace\.loss_and_gradient \(or value"):
+        model.fit(X, y)
+    np.testing.assert_array_equal(y, y0)
+
+
 def test_a_check_target_writing_into_y_is_named():
     rng = np.random.RandomState(0)
     X = rng.rand(30, 3).astype(np.float32)
