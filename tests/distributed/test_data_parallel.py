@@ -527,48 +527,57 @@ def worker_pids(client):
 KILL_AFTER = 12
 
 
+@pytest.fixture
+def killable():
+    """A cluster of its own for a test that kills workers: the module's keeps both of its
+    workers whatever the nannies do (one restarting a worker slowly on a loaded machine)."""
+    with local_dask_client() as client:
+        yield client
+
+
 @pytest.mark.parametrize("sync_every", [1, 2])
-def test_a_killed_worker_is_replaced_and_the_model_is_the_same(client, digits, sync_every):
+def test_a_killed_worker_is_replaced_and_the_model_is_the_same(killable, digits, sync_every):
+    client = killable
     X, y = digits
     est = mlp(dtype="float64", max_iter=3)
-    undisturbed = DataParallel(est, sync_every=sync_every).fit(X, y)
+    undisturbed = DataParallel(est, sync_every=sync_every, client=client).fit(X, y)
     address, pid = sorted(worker_pids(client).items())[0]
     killer = clone(est).set_params(loss=KillingLogLoss(pids=(pid,), after=KILL_AFTER))
-    parallel = DataParallel(killer, sync_every=sync_every).fit(X, y)
+    parallel = DataParallel(killer, sync_every=sync_every, client=client).fit(X, y)
     retried = [(row["epoch"], row["retries"]) for row in parallel.epoch_history_ if row["retries"]]
     assert retried == [(2, 1)]
     assert address not in client.nthreads() and address not in parallel.workers_
     assert_same_model(parallel.estimator_, undisturbed.estimator_)
-    client.wait_for_workers(2, timeout=60)
 
 
-def test_both_workers_killed_at_once_the_model_is_the_same(client, digits):
+def test_both_workers_killed_at_once_the_model_is_the_same(killable, digits):
+    client = killable
     X, y = digits
     est = mlp(dtype="float64", max_iter=3)
-    undisturbed = DataParallel(est, sync_every=1).fit(X, y)
+    undisturbed = DataParallel(est, sync_every=1, client=client).fit(X, y)
     pids = worker_pids(client)
     killer = clone(est).set_params(
         loss=KillingLogLoss(pids=tuple(pids.values()), after=KILL_AFTER)
     )
-    parallel = DataParallel(killer, sync_every=1).fit(X, y)
+    parallel = DataParallel(killer, sync_every=1, client=client).fit(X, y)
     assert [row["retries"] for row in parallel.epoch_history_] == [0, 1, 0]
     assert not set(parallel.workers_) & set(pids)  # both shards on the restarted workers
     assert_same_model(parallel.estimator_, undisturbed.estimator_)
-    client.wait_for_workers(2, timeout=60)
 
 
-def test_a_killed_worker_with_raise_stops_with_the_last_synchronized_model(client, digits):
+def test_a_killed_worker_with_raise_stops_with_the_last_synchronized_model(killable, digits):
     X, y = digits
-    address, pid = sorted(worker_pids(client).items())[0]
     est = mlp(dtype="float64", max_iter=3)
+    one_epoch = DataParallel(clone(est).set_params(max_iter=1), n_workers=2, client=killable).fit(
+        X, y
+    )
+    address, pid = sorted(worker_pids(killable).items())[0]
     killer = clone(est).set_params(loss=KillingLogLoss(pids=(pid,), after=KILL_AFTER))
-    parallel = DataParallel(killer, on_worker_loss="raise")
+    parallel = DataParallel(killer, on_worker_loss="raise", client=killable)
     with pytest.raises(WorkerLostError, match=address) as info:
         parallel.fit(X, y)
     assert info.value.workers == [address]
     # epoch 2 was lost: the model is the one of epoch 1, usable
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
-    one_epoch = DataParallel(clone(est).set_params(max_iter=1), n_workers=2).fit(X, y)
     assert len(parallel.estimator_.history_) == 1
     assert_same_model(parallel.estimator_, one_epoch.estimator_)
     assert parallel.predict(X).shape == y.shape
