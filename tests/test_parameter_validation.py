@@ -164,6 +164,7 @@ VALID = {
     ("check_loss_gradients", "tol"): {},
     ("from_estimator", "upto"): {"negative": "layers_[:-1], as a slice counts"},
     ("check_loss_gradients", "random_state"): {"zero": "a seed"},
+    ("embedding_size", "cardinality"): {"zero": "a column with no category (missing, unknown)"},
 }
 
 

@@ -76,6 +76,7 @@ from sknet.autodiff._arrays import (
     sum,
     swapaxes,
     transpose,
+    var,
 )
 from sknet.autodiff._elementwise import (
     absolute,
@@ -113,12 +114,6 @@ from sknet.autodiff._kernels import avg_pool2d, conv2d, max_pool2d
 from sknet.autodiff._variable import Variable, gradients, is_variable, value
 
 _protocol.install()
-
-
-def var(a, axis=None, keepdims=False):
-    """Variance over ``axis`` (all axes by default), dividing by the count."""
-    centered = subtract(a, mean(a, axis=axis, keepdims=True))
-    return mean(square(centered), axis=axis, keepdims=keepdims)
 
 
 __all__ = [

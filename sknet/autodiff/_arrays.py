@@ -1,8 +1,10 @@
 """Whole-array primitives: matrix products, reductions, shapes, indexing, joins."""
 
+import warnings
+
 import numpy as np
 
-from sknet.autodiff._elementwise import _xp, multiply, subtract
+from sknet.autodiff._elementwise import _xp, multiply, square, subtract
 from sknet.autodiff._variable import Variable, is_sparse, record, unbroadcast, value
 
 
@@ -69,11 +71,36 @@ def sum(a, axis=None, keepdims=False):  # noqa: A001 (the array function's name)
 
 
 def mean(a, axis=None, keepdims=False):
-    """Mean over ``axis`` (all axes by default)."""
+    """Mean over ``axis`` (all axes by default).
+
+    Over no elements it is NaN, with NumPy's RuntimeWarning ("Mean of empty slice").
+    """
     da = value(a)
     axes = _axes(axis, da.ndim)
-    count = int(np.prod([da.shape[ax] for ax in axes]))
-    return multiply(sum(a, axes, keepdims), 1.0 / count) if count else sum(a, axes, keepdims)
+    count = _count(da.shape, axes)
+    if not count:
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    return multiply(sum(a, axes, keepdims), 1.0 / count if count else np.nan)
+
+
+def var(a, axis=None, keepdims=False):
+    """Variance over ``axis`` (all axes by default), dividing by the count (``ddof=0``).
+
+    Over no elements it is NaN, with NumPy's RuntimeWarning ("Degrees of
+    freedom <= 0 for slice").
+    """
+    da = value(a)
+    axes = _axes(axis, da.ndim)
+    if not _count(da.shape, axes):
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
+        return multiply(sum(a, axes, keepdims), np.nan)
+    centered = subtract(a, mean(a, axes, keepdims=True))
+    return mean(square(centered), axes, keepdims)
+
+
+def _count(shape, axes):
+    """How many elements a reduction over ``axes`` of ``shape`` takes each time."""
+    return int(np.prod([shape[ax] for ax in axes]))
 
 
 def max(a, axis=None, keepdims=False):  # noqa: A001

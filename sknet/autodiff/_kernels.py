@@ -41,15 +41,27 @@ def conv2d(x, W, b=None, stride=1, padding=0):
     Returns
     -------
     y : array of shape (batch, F, OH, OW)
+
+    Raises
+    ------
+    ValueError
+        If ``x`` or ``W`` is not 4-D, their channels differ, or the kernel's
+        window is larger than the padded images.
     """
     _check_images(x, "conv2d")
     dx, dW = value(x), value(W)
+    if dW.ndim != 4:
+        raise ValueError(
+            "conv2d: the kernel W must be 4-D (out_channels, in_channels, kh, kw), got shape "
+            f"{dW.shape}"
+        )
     backend, xp = _backend_of(dx), _backend_of(dx).xp
     (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
     N, C, H, Wd = dx.shape
     F, C_w, kh, kw = dW.shape
     if C_w != C:
         raise ValueError(f"conv2d: the filters have {C_w} channels, the images {C}")
+    _check_window("conv2d", (kh, kw), (H, Wd), (ph, pw))
     OH, OW = conv_outsize(H, kh, sh, ph), conv_outsize(Wd, kw, sw, pw)
     col = backend.im2col(dx, kh, kw, sh, sw, ph, pw).reshape(C * kh * kw, -1)
     Wm = dW.reshape(F, -1)
@@ -74,11 +86,14 @@ def conv2d(x, W, b=None, stride=1, padding=0):
 
 
 def max_pool2d(x, pool_size=2, stride=None, padding=0):
-    """Maximum over windows of ``pool_size`` every ``stride`` (default: ``pool_size``)."""
+    """Maximum over windows of ``pool_size`` every ``stride`` (default: ``pool_size``).
+
+    A window larger than the padded images is a ValueError (no window fits).
+    """
     _check_images(x, "max_pool2d")
     dx = value(x)
     backend = _backend_of(dx)
-    kernel, stride, padding, out_hw = _windows(dx, pool_size, stride, padding)
+    kernel, stride, padding, out_hw = _windows(dx, pool_size, stride, padding, "max_pool2d")
     Y, argmax = backend.max_pool_forward(dx, kernel, stride, padding, out_hw)
 
     def vjp(g, needs):
@@ -89,11 +104,15 @@ def max_pool2d(x, pool_size=2, stride=None, padding=0):
 
 
 def avg_pool2d(x, pool_size=2, stride=None, padding=0):
-    """Mean over windows of ``pool_size`` every ``stride`` (padded pixels count as 0)."""
+    """Mean over windows of ``pool_size`` every ``stride`` (padded pixels count as 0).
+
+    A window larger than the padded images is a ValueError (no window fits).
+    """
     _check_images(x, "avg_pool2d")
     dx = value(x)
     xp = _backend_of(dx).xp
-    (kh, kw), (sh, sw), (ph, pw), (OH, OW) = _windows(dx, pool_size, stride, padding)
+    windows = _windows(dx, pool_size, stride, padding, "avg_pool2d")
+    (kh, kw), (sh, sw), (ph, pw), (OH, OW) = windows
     N, C, H, W = dx.shape
     padded = xp.pad(dx, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else dx
     views = [
@@ -116,12 +135,22 @@ def avg_pool2d(x, pool_size=2, stride=None, padding=0):
     return record(Y, (x,), vjp)
 
 
-def _windows(x, pool_size, stride, padding):
+def _check_window(who, window, hw, padding):
+    """A ValueError unless ``window`` fits in images of size ``hw`` padded by ``padding``."""
+    if any(k > n + 2 * p for k, n, p in zip(window, hw, padding)):
+        raise ValueError(
+            f"{who}: the window {tuple(window)} is larger than the images "
+            f"({hw[0]}x{hw[1]}, padded by {tuple(padding)}): no window fits"
+        )
+
+
+def _windows(x, pool_size, stride, padding, who):
     kernel = _pair(pool_size, "pool_size")
     stride = kernel if stride is None else _pair(stride, "stride")
     padding = _pair(padding, "padding")
     if any(p > k // 2 for p, k in zip(padding, kernel)):
         raise ValueError(f"padding {padding} must be at most half the pool size {kernel}")
     H, W = x.shape[2:]
+    _check_window(who, kernel, (H, W), padding)
     out_hw = tuple(conv_outsize(n, k, s, p) for n, k, s, p in zip((H, W), kernel, stride, padding))
     return kernel, stride, padding, out_hw

@@ -124,11 +124,6 @@ def install():
     _install_methods(V)
 
 
-def _var(self, axis=None, keepdims=False):
-    centered = ew.subtract(self, arr.mean(self, axis, keepdims=True))
-    return arr.mean(ew.square(centered), axis, keepdims)
-
-
 def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
     """A cast: to another floating dtype with its gradient cast back; else a plain array."""
     dtype = np.dtype(dtype)
@@ -162,8 +157,8 @@ def _install_methods(V):
     V.squeeze = lambda self, axis=None: arr.squeeze(self, axis)
     V.swapaxes = arr.swapaxes
     V.clip = lambda self, min=None, max=None: ew.clip(self, min, max)
-    V.var = _var
-    V.std = lambda self, axis=None, keepdims=False: ew.sqrt(_var(self, axis, keepdims))
+    V.var = lambda self, axis=None, keepdims=False: arr.var(self, axis, keepdims)
+    V.std = lambda self, axis=None, keepdims=False: ew.sqrt(arr.var(self, axis, keepdims))
     V.dot = _dot
     V.itemsize = property(lambda self: self.data.itemsize)
     V.nbytes = property(lambda self: self.data.nbytes)

@@ -1,10 +1,45 @@
-"""CSVLogger: one line per epoch of ``history_`` in a CSV file, as Keras writes it."""
+"""CSVLogger: one line per epoch of ``history_`` in a CSV file, as Keras writes it.
 
+The file always parses (``pandas.read_csv``) and never loses a key: a key the
+header lacks has the file written anew with every column (a temporary file
+renamed over it), and a fit holds an exclusive lock on its file while it
+writes (``fcntl.flock``), so that two fits never write one file.
+"""
+
+import contextlib
 import csv
+import errno
 import os
+import stat
+import tempfile
 
-from sknet.callbacks._runs import fit_path, run_name
+from sklearn.utils._param_validation import Options
+
+from sknet.callbacks._runs import fit_path, fit_run_name
 from sknet.engine._callbacks import Callback
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+
+class FieldSeparator(Options):
+    """One character that separates CSV fields: not the quote ``"``, not a line break."""
+
+    def __init__(self):
+        super().__init__(str, set())
+
+    def is_satisfied_by(self, val):
+        return (
+            isinstance(val, str)
+            and len(val) == 1
+            and val != '"'
+            and len(f"a{val}b".splitlines()) == 1
+        )
+
+    def __str__(self):
+        return "a str of one character other than '\"' and a line break"
 
 
 class CSVLogger(Callback):
@@ -16,21 +51,37 @@ class CSVLogger(Callback):
     and flushed as the epoch ends, so a fit that fails or is interrupted keeps
     the lines of the epochs it finished. A value the fit does not have (a
     validation loss without a validation set, a learning rate with
-    ``solver='lbfgs'``) is an empty field. Needs no other library.
+    ``solver='lbfgs'``, a key a callback adds from a later epoch on) is an
+    empty field. When a row brings a key the header lacks (a callback's, or
+    a continued fit's), the file is written anew with that column added (to
+    a temporary file in the same directory, renamed over it), so that the
+    file always holds every key and always parses (``pandas.read_csv``).
+    Needs no other library.
+
+    Put it after the callbacks that add keys to the history: a row is
+    written when this callback's ``on_epoch_end`` comes.
 
     Parameters
     ----------
     path : str or path-like, default='history.csv'
         The file; its directory is created. ``{run}`` in it is replaced by a
         name unique to each fit (date, time, host, process, a counter), so the
-        fits of a search each write their own file.
+        fits of a search each write their own file; a fit that continues a
+        model (``warm_start=True``, ``partial_fit``) writes to the file of the
+        fit it continues. A fit holds a lock on its file while it runs (on
+        systems with ``fcntl``, all but Windows): a fit whose file another
+        running fit is writing (without ``{run}``, the fits of a parallel
+        search) stops before its first epoch with a ValueError.
     separator : str, default=','
-        The one character between fields.
+        The one character between fields; not the quote ``"`` nor a line
+        break.
     append : bool, default=False
         Add to the file instead of writing it anew; the header is written only
-        to an empty file. A fit that continues a model (``warm_start=True``,
+        to an empty file (and written anew with the union of the columns when
+        the rows bring new keys). A fit that continues a model (``warm_start=True``,
         ``partial_fit``) always appends, so that the file holds the whole of
-        ``history_``.
+        ``history_`` (into an empty file, the rows of the fits it continues
+        first).
 
     Attributes
     ----------
@@ -66,7 +117,7 @@ class CSVLogger(Callback):
 
     _parameter_constraints: dict = {
         "path": [str, os.PathLike],
-        "separator": [str],
+        "separator": [FieldSeparator()],
         "append": ["boolean"],
     }
 
@@ -76,30 +127,107 @@ class CSVLogger(Callback):
         self.append = append
 
     def on_train_begin(self, state):
-        if len(self.separator) != 1:
-            raise ValueError(f"CSVLogger: separator must be one character, got {self.separator!r}")
-        self.path_ = fit_path(self.path, run_name())
+        self._file, self._columns = None, []
+        self.path_ = fit_path(self.path, fit_run_name(state))
         os.makedirs(os.path.dirname(os.path.abspath(self.path_)), exist_ok=True)
-        continues = self.append or len(state.history) > 0
-        self._file = open(self.path_, "a" if continues else "w", newline="", encoding="utf-8")
-        self._writer = None
+        self._file = _open_locked(self.path_)
+        if self._file is None:
+            root, ext = os.path.splitext(os.fspath(self.path))
+            raise ValueError(
+                f"CSVLogger: path={self.path_!r} is being written by another fit that is "
+                "still running (the fits of a parallel search, say); put '{run}' in path "
+                f"(CSVLogger({root + '-{run}' + ext!r})) so that each fit writes a file of "
+                "its own"
+            )
+        if not (self.append or state.history):  # a continued fit adds to its file
+            self._file.truncate(0)
+        header = self._rows()[:1]
+        self._columns = header[0] if header else []
+        if not self._columns and state.history:  # a new file: the history it continues first
+            self._write(state.history)
 
     def on_epoch_end(self, state, epoch, logs):
-        if self._writer is None:
-            self._writer = csv.DictWriter(
-                self._file,
-                fieldnames=list(logs),
-                delimiter=self.separator,
-                restval="",
-                extrasaction="ignore",
-            )
-            if self._file.tell() == 0:
-                self._writer.writeheader()
-        self._writer.writerow({k: "" if v is None else v for k, v in logs.items()})
-        self._file.flush()
+        self._write([logs])
         return False
 
     def on_train_end(self, state):
         if getattr(self, "_file", None) is not None:
-            self._file.close()
-        self._file = self._writer = None
+            self._file.close()  # and its lock with it
+        self._file = None
+
+    def _rows(self):
+        """The rows the file holds, its header first."""
+        self._file.seek(0)
+        return list(csv.reader(self._file, delimiter=self.separator))
+
+    def _write(self, rows):
+        """Append history ``rows``; first, if they bring keys, the file anew with every column."""
+        keys = dict.fromkeys(key for row in rows for key in row)
+        new = [key for key in keys if key not in self._columns]
+        if new and self._columns:
+            self._rewrite(self._columns + new)
+        elif new:  # an empty file: its header
+            csv.writer(self._file, delimiter=self.separator).writerow(new)
+            self._columns = new
+        writer = csv.DictWriter(
+            self._file, fieldnames=self._columns, delimiter=self.separator, restval=""
+        )
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        self._file.flush()
+
+    def _rewrite(self, columns):
+        """The file written anew with the header ``columns``, its rows kept (empty new fields).
+
+        Written to a temporary file in the same directory, locked before anyone
+        can see it, then renamed over the file: the file parses at every moment.
+        """
+        rows = self._rows()[1:]
+        directory, name = os.path.split(os.path.abspath(self.path_))
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+        new = os.fdopen(fd, "a+", newline="", encoding="utf-8")
+        try:
+            _lock(new)
+            os.chmod(temporary, stat.S_IMODE(os.fstat(self._file.fileno()).st_mode))
+            writer = csv.writer(new, delimiter=self.separator)
+            writer.writerow(columns)
+            writer.writerows(row + [""] * (len(columns) - len(row)) for row in rows)
+            new.flush()
+            if fcntl is None:  # Windows refuses to rename over an open file (and has no lock)
+                self._file.close()
+            os.replace(temporary, self.path_)
+        except BaseException:
+            new.close()
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        self._file.close()  # its lock held until the new file, locked, took its place
+        self._file, self._columns = new, columns
+
+
+def _lock(file):
+    """Take ``file``'s exclusive lock (fcntl's, between processes and threads); False if taken."""
+    if fcntl is None:  # Windows: no lock
+        return True
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        raise
+    return True
+
+
+def _open_locked(path):
+    """``path`` opened to read and append under this fit's lock; None if another fit holds it."""
+    while True:
+        file = open(path, "a+", newline="", encoding="utf-8")
+        if not _lock(file):
+            file.close()
+            return None
+        try:
+            if os.path.samestat(os.fstat(file.fileno()), os.stat(path)):
+                return file
+        except FileNotFoundError:
+            pass
+        file.close()  # renamed over meanwhile (a rewrite): lock the file there now

@@ -5,20 +5,35 @@ active-run stack, so that fits in threads, in processes and nested under a
 user's run do not step on one another.
 """
 
+import contextlib
+import hashlib
+import itertools
+import math
 import os
 import re
 import sys
 import tempfile
+import threading
 import time
 
 from sknet._version import __version__
 from sknet.callbacks._runs import import_extra, scalars
 from sknet.engine._callbacks import Callback
+from sknet.layers._constraints import Number
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 #: MLflow's limits where it does not say them (older versions): 500 characters a value
 DEFAULT_VALUE_LENGTH, DEFAULT_KEY_LENGTH, PARAMS_PER_BATCH = 500, 250, 100
 #: what MLflow accepts in a key; anything else becomes ``_``
 _KEY_REFUSED = re.compile(r"[^\w\-. /:]")
+#: MLflow's retries of a failed request while a fit with a ``timeout`` runs, and their backoff
+HTTP_RETRIES, HTTP_BACKOFF = 2, 1
+#: the schemes of tracking URIs whose store is a database (MLflow creates its tables)
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 
 
 class MLflowLogger(Callback):
@@ -58,6 +73,17 @@ class MLflowLogger(Callback):
         its id (``mlflow.active_run().info.run_id``) and a ``tracking_uri``.
     log_model : bool, default=True
         Log the fitted model as the artifact ``model``.
+    timeout : float or None, default=10.0
+        Seconds a tracking server has to answer (at most 3600). Before the
+        run is created, a server at an ``http://`` or ``https://`` tracking
+        URI must answer one request within ``timeout`` seconds, or the fit
+        stops with a ValueError naming the URI: a server that is down or
+        unreachable fails the fit within ``timeout`` seconds, not after
+        MLflow's retries (about 4 minutes by default). While the fit runs,
+        each of MLflow's requests waits at most ``timeout`` seconds a try
+        (rounded up to whole seconds) and is retried at most twice, the
+        second time after about 2 s: see Notes. ``None``: no check, and
+        MLflow's own settings.
 
     Attributes
     ----------
@@ -78,6 +104,21 @@ class MLflowLogger(Callback):
     travel with it); MLflow 3 loads models only where
     ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION=true``. ``partial_fit`` is a fit:
     each call is a run.
+
+    With a ``timeout``, MLflow's HTTP settings are set for the fit and put
+    back when it ends: ``MLFLOW_HTTP_REQUEST_TIMEOUT`` (``timeout``),
+    ``MLFLOW_HTTP_REQUEST_MAX_RETRIES=2`` and
+    ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR=1``. They are environment
+    variables, the process's: fits under way at once in threads share them,
+    with the longest of their timeouts, and the last to end puts back what
+    was there before the first.
+
+    A new database store (a SQLite file) has its tables created by the first
+    fit that opens it, while the fits of other processes of the machine wait
+    (a lock file in the temporary directory): MLflow creates a store's
+    tables when a process first opens it, and the processes of a parallel
+    search would otherwise collide. Windows has no such lock: there, open a
+    new store once before a parallel search (``mlflow.MlflowClient(uri)``).
 
     Examples
     --------
@@ -107,6 +148,7 @@ class MLflowLogger(Callback):
         "run_name": [str, None],
         "parent_run_id": [str, None],
         "log_model": ["boolean"],
+        "timeout": [Number(0, 3600, closed="right"), None],
     }
 
     def __init__(
@@ -116,21 +158,28 @@ class MLflowLogger(Callback):
         run_name=None,
         parent_run_id=None,
         log_model=True,
+        timeout=10.0,
     ):
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment_name
         self.run_name = run_name
         self.parent_run_id = parent_run_id
         self.log_model = log_model
+        self.timeout = timeout
 
     def on_train_begin(self, state):
         mlflow = import_extra("mlflow", "mlflow", "MLflowLogger")
         from mlflow.entities import Param
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-        self._client = None
+        self._client = self._http = None
         self._around = sys.exc_info()[1]  # an exception handled around fit is not the fit's
-        client = _client(mlflow, self.tracking_uri)
+        uri = mlflow.get_tracking_uri() if self.tracking_uri is None else self.tracking_uri
+        if self.timeout is not None:
+            self._http = HTTP_LIMITS.hold(self.timeout)  # until on_train_end
+            _check_answers(uri, self.timeout)
+        with _store_opened_alone(uri):
+            client = _client(mlflow, self.tracking_uri)
         parent = self._parent_run(mlflow, client)
         tags = {"sknet.estimator": type(state.estimator).__name__}
         if parent is not None:
@@ -188,6 +237,15 @@ class MLflowLogger(Callback):
         return False
 
     def on_train_end(self, state):
+        try:
+            self._end_run(state)
+        finally:
+            token, self._http = getattr(self, "_http", None), None
+            if token is not None:
+                HTTP_LIMITS.release(token)
+
+    def _end_run(self, state):
+        """The run marked as the fit ended (``sys.exc_info()``), with the model if it finished."""
         client, self._client = getattr(self, "_client", None), None
         if client is None:
             return
@@ -229,6 +287,99 @@ def _client(mlflow, tracking_uri):
             f"MLflowLogger: tracking_uri={tracking_uri!r} cannot be used: {exc}"
         ) from None
     return client
+
+
+class HttpLimits:
+    """MLflow's HTTP settings, bounded while fits with a ``timeout`` run.
+
+    MLflow reads them from the environment at every request; the environment
+    is the process's, so the fits under way share one setting (the longest
+    of their timeouts), and the last to end puts back what was there before
+    the first.
+    """
+
+    NAMES = (
+        "MLFLOW_HTTP_REQUEST_TIMEOUT",
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+    )
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._timeouts = {}  # token -> timeout, for each fit under way
+        self._tokens = itertools.count()
+        self._saved = {}
+
+    def hold(self, timeout):
+        """Bound the settings for a fit with ``timeout``; a token to :meth:`release`."""
+        with self._lock:
+            if not self._timeouts:
+                self._saved = {name: os.environ.get(name) for name in self.NAMES}
+            token = next(self._tokens)
+            self._timeouts[token] = timeout
+            self._apply()
+        return token
+
+    def release(self, token):
+        """The fit of ``token`` ended: the settings of the others, or those before the first."""
+        with self._lock:
+            if self._timeouts.pop(token, None) is None:
+                return
+            if self._timeouts:
+                self._apply()
+                return
+            for name, value in self._saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    def _apply(self):
+        seconds = max(1, math.ceil(max(self._timeouts.values())))  # MLflow takes an int
+        values = (seconds, HTTP_RETRIES, HTTP_BACKOFF)
+        os.environ.update({name: str(value) for name, value in zip(self.NAMES, values)})
+
+
+#: the one HttpLimits of the process
+HTTP_LIMITS = HttpLimits()
+
+
+def _check_answers(uri, timeout):
+    """A ValueError naming ``uri`` if the server of an http(s) ``uri`` does not answer in time."""
+    if not uri.lower().startswith(("http://", "https://")):
+        return
+    import requests  # MLflow's own dependency, for its own requests
+
+    try:
+        requests.get(uri, timeout=timeout, allow_redirects=False).close()  # any answer will do
+    except requests.RequestException as exc:
+        raise ValueError(
+            f"MLflowLogger: tracking_uri={uri!r} gave no answer within timeout={timeout!r} "
+            f"seconds: {type(exc).__name__}: {exc}. Start the tracking server, check its "
+            "address, or allow it longer with timeout."
+        ) from None
+
+
+@contextlib.contextmanager
+def _store_opened_alone(uri):
+    """Within the block, no other process of this machine opens the database store ``uri``.
+
+    MLflow creates a new database store's tables when a process first opens
+    it; two processes doing so at once collide (a parallel search on a new
+    SQLite file). Systems without ``fcntl`` (Windows) have no lock.
+    """
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower()
+    lock = None
+    if fcntl is not None and scheme in DATABASE_SCHEMES:
+        digest = hashlib.sha256(uri.encode("utf-8")).hexdigest()[:16]
+        with contextlib.suppress(OSError):  # another user's lock file: no lock, as MLflow does
+            lock = open(os.path.join(tempfile.gettempdir(), f"sknet-mlflow-{digest}.lock"), "a")
+    if lock is None:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # the lock goes with the file's closing
+        yield
 
 
 def _stopped_on_purpose(error):

@@ -28,6 +28,8 @@ class ProgressBar(Callback):
     3
     """
 
+    observes_batches = True  # it draws the batches done: after them is fine
+
     def on_train_begin(self, state):
         tqdm = None
         if _is_terminal(sys.stderr):
@@ -65,7 +67,7 @@ class ProgressBar(Callback):
         return False
 
     def on_train_end(self, state):
-        if self._bar is not None:
+        if getattr(self, "_bar", None) is not None:
             self._bar.close()
         self._bar = None
 

@@ -3,9 +3,10 @@
 A logger's file or directory may hold ``{run}``: each fit replaces it with a
 name of its own (:func:`run_name`: the date and time, the host, the process
 and a counter), so that the fits of a search, in threads or in processes,
-never write to one file. The libraries the loggers need (tensorboard, mlflow,
-optuna) are imported when a fit starts (:func:`import_extra`), never when
-sknet is imported.
+never write to one file, and a fit that continues a model keeps the name of
+the fit it continues (:func:`fit_run_name`). The libraries the loggers need
+(tensorboard, mlflow, optuna) are imported when a fit starts
+(:func:`import_extra`), never when sknet is imported.
 """
 
 import importlib
@@ -22,6 +23,24 @@ _FITS = itertools.count(1)
 def run_name():
     """A name no other fit has: ``20260101-120000-host-4242-1``."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{socket.gethostname()}-{os.getpid()}-{next(_FITS)}"
+
+
+def fit_run_name(state):
+    """The run name of ``state``'s fit: the name of the fit it continues, or a new one.
+
+    Every logger of one fit gets the same name. The estimator keeps it
+    (``_run_name``, restored with its fitted state if a fit fails), so that a
+    fit that continues a model (``warm_start=True``, ``partial_fit``: a
+    history to continue) writes where the fit it continues wrote.
+    """
+    name = vars(state).get("_run_name")
+    if name is None:
+        estimator = state.estimator
+        previous = getattr(estimator, "_run_name", None) if state.history else None
+        name = state._run_name = previous or run_name()
+        if estimator is not None:
+            estimator._run_name = name
+    return name
 
 
 def fit_path(path, name):

@@ -111,6 +111,19 @@ class LRScheduler(Callback):
         if batch + 1 < self._batches:  # the next one of this epoch (the history row
             self._warm(state, self._epochs * self._batches + batch + 2)  # keeps the last)
 
+    def batch_learning_rates(self, state, n_batches):
+        # What on_batch_end sets before each batch of this epoch (DataParallel's workers
+        # step with these rates): the warm-up's, or None once it is over.
+        first = self._epochs * self._batches + 1
+        if first > self._steps:
+            return None
+        rates, rate = [], state.learning_rate
+        for b in range(n_batches):
+            if b > 0 and first + b <= self._steps:
+                rate = _warmup_rate(self._initial, first + b, self._steps)
+            rates.append(rate)
+        return rates
+
     def _warm(self, state, step):
         if step <= self._steps:
             state.learning_rate = _warmup_rate(self._initial, step, self._steps)

@@ -101,8 +101,10 @@ class EarlyStopping(Callback):
         return False
 
     def on_train_end(self, state):
-        self._best.restore(state.network)
-        self._best.clear()  # nothing outlives fit but the model
+        best = getattr(self, "_best", None)  # None: on_train_begin refused the monitor
+        if best is not None:
+            best.restore(state.network)
+            best.clear()  # nothing outlives fit but the model
 
 
 class Checkpoint(Callback):

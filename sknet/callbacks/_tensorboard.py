@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from sknet.callbacks._runs import fit_path, import_extra, run_name, scalars
+from sknet.callbacks._runs import fit_path, fit_run_name, import_extra, scalars
 from sknet.engine._callbacks import Callback
 from sknet.layers._constraints import Count
 from sknet.layers._tree import leaves, where
@@ -39,8 +39,10 @@ class TensorBoardLogger(Callback):
         The directory of this fit's event files, created if missing. ``{run}``
         in it is replaced by a name unique to each fit (date, time, host,
         process, a counter): point TensorBoard at the directory above and
-        every fit, those of a search included, is a run of its own. Without
-        ``{run}`` successive fits add their events to one run.
+        every fit, those of a search included, is a run of its own; a fit
+        that continues a model (``warm_start=True``, ``partial_fit``) adds
+        to the run of the fit it continues. Without ``{run}`` successive fits
+        add their events to one run.
     histogram_freq : int, default=0
         Every this many epochs, a histogram of each parameter array of the
         network too, tagged by its place in ``layers_`` (``layers_[0]/W``);
@@ -89,7 +91,7 @@ class TensorBoardLogger(Callback):
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         self._protos = event_pb2, summary_pb2
-        self.path_ = fit_path(self.path, run_name())
+        self.path_ = fit_path(self.path, fit_run_name(state))
         os.makedirs(self.path_, exist_ok=True)
         self._writer = EventFileWriter(self.path_)
 

@@ -44,6 +44,10 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
 
     Raises
     ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    NotADirectoryError
+        If ``path`` is a file, not a folder.
     TypeError
         If ``image_size`` is not an int or a pair of ints.
     ValueError
@@ -83,6 +87,8 @@ def load_image_folder(path, image_size=None, *, color_mode="rgb"):
         raise ValueError(f"color_mode must be 'rgb' or 'grayscale', got {color_mode!r}")
     image_size = _check_image_size(image_size)
     root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"image folder {str(root)!r} is a file, not a folder")
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
     classes = sorted(e.name for e in root.iterdir() if e.is_dir() and not _hidden(e))

@@ -226,9 +226,10 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
         If no directory is given or a file is missing.
     ValueError
         If ``subset`` is unknown, a file is malformed (see :func:`read_idx`),
-        the images are not uint8, or images and labels do not match; the
-        message names the file. Both files' headers are compared before any
-        data is read.
+        the images are not uint8, a label is not an integer in ``0..9``, or
+        images and labels do not match; the message names the file (and
+        the first label outside ``0..9``). Both files' headers are compared
+        before any data is read.
 
     Examples
     --------
@@ -279,4 +280,16 @@ def _read_mnist_pair(directory, name):
                 f"MNIST labels {str(label_file)!r}: expected integers, got "
                 f"{labels.dtype.newbyteorder('=')}"
             )
-        return images.read_body(), labels.read_body()
+        return images.read_body(), _checked_labels(labels.read_body(), label_file)
+
+
+def _checked_labels(y, path):
+    """``y`` if every label is a digit, ``0..9``; else a ValueError naming ``path``
+    and the first label that is not (above 9, or below 0 in a signed type)."""
+    bad = np.flatnonzero((y < 0) | (y > 9))
+    if bad.size:
+        raise ValueError(
+            f"MNIST labels {str(path)!r}: labels must be in 0..9, got {y[bad[0]]} at index "
+            f"{bad[0]} of {y.shape[0]}"
+        )
+    return y

@@ -9,13 +9,17 @@ length within the bytes that are left, memo indices and the number of
 opcodes bounded), then unpickles with NumPy's names replaced by checked
 stand-ins: arrays of plain numbers only, their shapes and element counts
 checked against a budget of bytes (twice the file's size) before anything
-is allocated.
+is allocated, and their dtypes' pickled state (NumPy's ``dtype.__setstate__``
+takes flags, fields and sizes from the pickle) only what NumPy pickles for a
+plain number: a float64 whose state says it holds objects would have its
+bytes read as object pointers.
 """
 
 import io
 import math
 import pickle
 import pickletools
+import reprlib
 from numbers import Integral
 
 import numpy as np
@@ -38,6 +42,19 @@ _COUNTED = {
     pickletools.TAKEN_FROM_ARGUMENT8U: (8, False),
 }
 _ARRAY_KINDS = "biuf"  # booleans, integers, floats: no objects, no flexible sizes
+_REPR = reprlib.Repr()
+_REPR.maxtuple = 10  # a dtype's state whole (8 or 9 items)
+
+#: NumPy's dtype flags (``numpy/ndarraytypes.h``) that a dtype holding objects has.
+_OBJECT_FLAGS = {
+    0x01: "NPY_ITEM_HASOBJECT / NPY_ITEM_REFCOUNT",
+    0x02: "NPY_LIST_PICKLE",
+    0x04: "NPY_ITEM_IS_POINTER",
+    0x08: "NPY_NEEDS_INIT",
+    0x10: "NPY_NEEDS_PYAPI",
+    0x20: "NPY_USE_GETITEM",
+    0x40: "NPY_USE_SETITEM",
+}
 
 
 def scan_pickle(data, max_opcodes=MAX_OPCODES):
@@ -129,8 +146,9 @@ class _BoundedArray(np.ndarray):
     def __setstate__(self, state):
         if not isinstance(state, tuple) or len(state) not in (4, 5):
             raise pickle.UnpicklingError("an array's state is not an array's state")
-        shape, dtype, _, raw = state[-4:]
+        shape, dtype, fortran, raw = state[-4:]
         dtype = _checked_dtype(dtype)
+        state = (*state[:-4], shape, dtype, fortran, raw)  # the dtype, not its stand-in
         nbytes = _count(shape) * dtype.itemsize
         if not isinstance(raw, (bytes, bytearray)) or len(raw) != nbytes:
             raise pickle.UnpicklingError(
@@ -151,17 +169,91 @@ def _count(shape):
 
 
 def _checked_dtype(dtype):
-    """``dtype`` if it is one of plain numbers (booleans, integers, floats)."""
+    """``dtype`` if it is one of plain numbers (booleans, integers, floats).
+
+    A :class:`_DtypeStandIn` (what ``numpy.dtype(...)`` unpickles to) gives its
+    dtype, a name such as ``'u1'`` the dtype it names.
+    """
+    if isinstance(dtype, _DtypeStandIn):
+        dtype = dtype.dtype
     if isinstance(dtype, (bytes, str)) and len(dtype) <= 8:
         try:
             dtype = np.dtype(dtype.decode("latin-1") if isinstance(dtype, bytes) else dtype)
         except (TypeError, ValueError):
             pass
-    if not isinstance(dtype, np.dtype) or dtype.kind not in _ARRAY_KINDS or dtype.fields:
+    if (
+        not isinstance(dtype, np.dtype)
+        or dtype.kind not in _ARRAY_KINDS
+        or dtype.fields
+        or dtype.flags  # what NumPy's own dtypes of plain numbers have: 0
+    ):
         raise pickle.UnpicklingError(
             f"arrays of {dtype!r} are not allowed in a CIFAR batch (plain numbers only)"
         )
     return dtype
+
+
+class _DtypeStandIn:
+    """What ``numpy.dtype(...)`` unpickles to: a dtype of plain numbers whose pickled
+    state (the BUILD that follows) is checked before it is used.
+
+    NumPy's ``dtype.__setstate__`` takes the flags, fields and sizes from the
+    pickle, so a float64 may come to say it holds objects
+    (``NPY_ITEM_HASOBJECT``): its arrays' bytes are then read as object
+    pointers. The state taken is only what NumPy pickles for a plain number,
+    ``(3, byteorder, None, None, None, -1, -1, 0)``, whose byte order (bytes
+    in a Python 2 pickle) is the one thing it may choose; it is set once, on
+    a new dtype (never on one already used). :func:`_checked_dtype` gives the
+    dtype.
+    """
+
+    __slots__ = ("dtype", "_built")
+
+    def __init__(self, dtype):
+        self.dtype, self._built = dtype, False
+
+    def __repr__(self):
+        return repr(self.dtype)
+
+    def __setstate__(self, state):
+        if self._built:
+            raise pickle.UnpicklingError(
+                f"the pickled state of dtype {self.dtype} is set twice, got "
+                f"{_REPR.repr(state)} again"
+            )
+        byteorder = _byteorder(state, self.dtype)
+        if byteorder is None:
+            order = "'|'" if self.dtype.byteorder == "|" else "'<' or '>'"
+            raise pickle.UnpicklingError(
+                f"the pickled state of dtype {self.dtype} must be what NumPy pickles for "
+                f"plain numbers, (3, {order}, None, None, None, -1, -1, 0), "
+                f"got {_REPR.repr(state)}{_flags_named(state)}"
+            )
+        if byteorder != "|":
+            self.dtype = self.dtype.newbyteorder(byteorder)
+        self._built = True
+
+
+def _byteorder(state, dtype):
+    """The byte order ``state`` sets on ``dtype``, if it is one NumPy pickles, else None."""
+    if not isinstance(state, tuple) or len(state) != 8:
+        return None
+    byteorder = state[1].decode("latin-1") if isinstance(state[1], bytes) else state[1]
+    allowed = ("|",) if dtype.byteorder == "|" else ("<", ">")
+    if not isinstance(byteorder, str) or byteorder not in allowed:
+        return None
+    plain = (3, byteorder, None, None, None, -1, -1, 0)
+    same = all(type(a) is type(b) and a == b for a, b in zip(state[2:], plain[2:]))
+    return byteorder if same and type(state[0]) is int and state[0] == 3 else None
+
+
+def _flags_named(state):
+    """``': flags ... (NPY_ITEM_HASOBJECT ...)'`` when ``state``'s flags hold any of objects."""
+    flags = state[-1] if isinstance(state, tuple) and state else None
+    if type(flags) is not int or not flags & sum(_OBJECT_FLAGS):
+        return ""
+    names = ", ".join(name for bit, name in _OBJECT_FLAGS.items() if flags & bit)
+    return f": flags {flags:#x} ({names}) are those of a dtype that holds objects (plain: 0)"
 
 
 class _NDArrayName:
@@ -178,9 +270,9 @@ class BoundedUnpickler(pickle.Unpickler):
     """Unpickles plain data and NumPy arrays of numbers only, within a budget of bytes.
 
     A CIFAR batch runs no code: the globals it may name are NumPy's array
-    reconstruction, dtypes and scalars and ``_codecs.encode`` (bytes in
-    protocol-2 pickles written by Python 3), each replaced by a stand-in
-    that checks its arguments before allocating.
+    reconstruction, dtypes and scalars, ``_codecs.encode`` and ``bytes()``
+    (bytes, and empty bytes, in protocol-2 pickles written by Python 3), each
+    replaced by a stand-in that checks its arguments before allocating.
     """
 
     _NAMES = {
@@ -191,6 +283,8 @@ class BoundedUnpickler(pickle.Unpickler):
         ("numpy.core.multiarray", "scalar"): "_scalar",
         ("numpy._core.multiarray", "scalar"): "_scalar",
         ("_codecs", "encode"): "_encode",
+        ("__builtin__", "bytes"): "_empty_bytes",
+        ("builtins", "bytes"): "_empty_bytes",
     }
 
     def __init__(self, data, budget):
@@ -206,8 +300,8 @@ class BoundedUnpickler(pickle.Unpickler):
 
     @staticmethod
     def _dtype(obj, align=False, copy=True):
-        # A new dtype object (copy), so that BUILD never sets a shared one's state.
-        return np.dtype(_checked_dtype(obj), align=bool(align), copy=True)
+        # A stand-in whose BUILD is checked, over a new dtype object (copy).
+        return _DtypeStandIn(np.dtype(_checked_dtype(obj), align=bool(align), copy=True))
 
     def _reconstruct(self, subtype, shape, dtype):
         if subtype is not _NDARRAY:
@@ -223,6 +317,16 @@ class BoundedUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"a {dtype} scalar needs {dtype.itemsize} bytes")
         return _multiarray.scalar(dtype, obj)
 
+    @staticmethod
+    def _empty_bytes(*args, **kwargs):
+        # Protocol 2 pickles b'' as bytes(); bytes(10**9) would allocate what it says.
+        if args or kwargs:
+            raise pickle.UnpicklingError(
+                f"bytes() is allowed with no arguments only (b''), got {reprlib.repr(args)}"
+                + (f" and {reprlib.repr(kwargs)}" if kwargs else "")
+            )
+        return b""
+
     def _encode(self, obj, encoding="utf-8", errors="strict"):
         if not isinstance(obj, str) or encoding not in ("latin1", "latin-1", "latin_1"):
             raise pickle.UnpicklingError(
@@ -236,8 +340,10 @@ def load_batch(data):
     """Unpickle ``data`` (a CIFAR-10 file's bytes) within bounds: :func:`scan_pickle`
     first, then :class:`BoundedUnpickler` with a budget of twice the file's size.
 
-    Arrays come back as a checked subclass of ``numpy.ndarray``; errors are
-    :class:`pickle.UnpicklingError` (or what the unpickler raises on bad data).
+    Arrays come back as a checked subclass of ``numpy.ndarray``, and a dtype
+    pickled by itself (no CIFAR batch holds one) as its checked stand-in, whose
+    ``dtype`` it is. Errors are :class:`pickle.UnpicklingError` (or what the
+    unpickler raises on bad data).
     """
     scan_pickle(data)
     return BoundedUnpickler(data, 2 * len(data) + 4096).load()

@@ -30,7 +30,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.distributed._driver import _Driver
+from sknet.distributed._driver import _Driver, check_batch_callbacks
 from sknet.distributed._inputs import _Inputs
 from sknet.engine._trainer import batches_run_by
 from sknet.estimators._base import BaseNeuralNetwork
@@ -259,7 +259,11 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     ``early_stopping=True``) are gathered on the driver, which scores the
     synchronized model. With Dask input and ``early_stopping=True`` the
     validation rows are drawn by DataParallel from ``estimator.random_state``.
-    Callbacks' ``on_batch_end`` run on the driver after each epoch's batches.
+    A callback's ``on_batch_end`` that only reads the fit (``observes_batches``,
+    :class:`~sknet.callbacks.ProgressBar`) runs on the driver after each
+    epoch's batches; a per-batch learning-rate schedule
+    (:class:`~sknet.callbacks.LRScheduler`'s warm-up) reaches the workers as
+    one rate a batch; any other ``on_batch_end`` is refused by name.
 
     The replicas' arrays go worker to worker. On a plain TCP cluster each
     worker opens one port for the fit (the other workers must be able to
@@ -361,6 +365,7 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         return clone(self.estimator)
 
     def _run(self, estimator, method, X, y, sample_weight, fit_params):
+        check_batch_callbacks(estimator.callbacks)  # before any work on the cluster
         da, distributed = _import_distributed()
         client = _get_client(self.client, distributed)
         workers = _pick_workers(client, self.n_workers)

@@ -48,6 +48,7 @@ from sknet.distributed._worker import (
     replica_state,
     training_flags,
 )
+from sknet.engine._callbacks import overrides
 from sknet.engine._types import StopTraining
 
 #: Seconds between checks that the workers of a running epoch are alive.
@@ -185,6 +186,9 @@ class _Driver:
         plans, sums, sizes = plan_epoch(
             self.shards, rows, w, batch_size, mode=mode, sync_every=self.sync_every
         )
+        rates = batch_learning_rates(trainer, len(sizes))
+        if rates is not None:  # a per-batch schedule: the workers step with its rates
+            plans = [plan._replace(rates=rates) for plan in plans]
         start = replica_state(trainer, optimizer)
         push = self._synced is None or not _same_state(start, self._synced)
         retries, sent = 0, 0
@@ -501,3 +505,43 @@ def _dask_block_shards(client, distributed, inputs, workers, k):
         shard.dask_blocks, shard.keep = blocks, rows[start:stop] - lo
         shards.append(shard)
     return shards, X  # X keeps the blocks (and their graph) alive
+
+
+def batch_learning_rates(trainer, n_batches):
+    """The epoch's per-batch learning rates a callback schedules, or None (see
+    :meth:`~sknet.callbacks.Callback.batch_learning_rates`)."""
+    rates = None
+    for callback in trainer.callbacks:
+        if overrides(callback, "batch_learning_rates"):
+            given = callback.batch_learning_rates(trainer.state, n_batches)
+            if given is not None:
+                rates = np.asarray(given, dtype=np.float64)
+                if rates.shape != (n_batches,) or not np.isfinite(rates).all():
+                    raise ValueError(
+                        f"{type(callback).__name__}.batch_learning_rates must return one "
+                        f"finite rate for each of the epoch's {n_batches} batches, got "
+                        f"{given!r:.80}"
+                    )
+    return rates
+
+
+def check_batch_callbacks(callbacks):
+    """Refuse, before a DataParallel fit, a callback whose ``on_batch_end`` must run
+    where the batches run: the workers, which run no callback."""
+    changing = [
+        callback
+        for callback in callbacks or ()
+        if overrides(callback, "on_batch_end")
+        and not getattr(callback, "observes_batches", False)
+        and not overrides(callback, "batch_learning_rates")
+    ]
+    if changing:
+        name = type(changing[0]).__name__
+        raise ValueError(
+            f"DataParallel runs each epoch's batches on the workers, but {name}.on_batch_end "
+            "would run on the driver, after the epoch's batches: too late to change them. "
+            f"A callback whose on_batch_end only reads the fit sets {name}.observes_batches "
+            "= True; one that schedules the learning rate batch by batch gives its rates "
+            "by batch_learning_rates(state, n_batches), as LRScheduler does; or act in "
+            "on_epoch_begin / on_epoch_end."
+        )

@@ -52,8 +52,12 @@ from sknet.engine._types import BackendData
 #: part of it); ``positions``: each row's place in its batch (``'gradients'``
 #: with several shards, else None); ``sync_every``: batches between two
 #: synchronizations (None: once, at the end); ``mode``: see the module.
+#: What a replica trains in one epoch; ``rates`` (None: the optimizer's own) the
+#: learning rate of each batch, where a callback schedules it batch by batch.
 EpochPlan = collections.namedtuple(
-    "EpochPlan", "order counts sizes sums local_sums positions sync_every mode"
+    "EpochPlan",
+    "order counts sizes sums local_sums positions sync_every mode rates",
+    defaults=(None,),
 )
 
 #: Columns of the per-synchronization records a replica returns.
@@ -190,6 +194,8 @@ class _Replica:
             for b in range(n_batches):
                 a, z = int(starts[b]), int(ends[b])
                 exchange.check()  # stopped by the driver (a lost peer): do not train on
+                if plan.rates is not None:  # as the driver's schedule sets it before batch b
+                    self.optimizer.base_learning_rate = float(plan.rates[b])
                 if plan.sums[b] != 0:  # a batch of zero weight is skipped, as by one process
                     batch = (order, positions, a, z, float(plan.sums[b]))
                     if gradients:

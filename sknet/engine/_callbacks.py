@@ -3,13 +3,16 @@
 :class:`Callback` is the base of every callback (the stock ones of
 :mod:`sknet.callbacks`, the engine's own scikit-learn rules in
 :mod:`~sknet.engine._convergence`, and users'); the trainer calls its hooks
-with a :class:`TrainingState`, never its locals. :class:`BestWeights` is the
+with a :class:`TrainingState`, never its locals, and begins and ends them
+through :class:`TrainingHooks`, which guarantees every begun callback its
+``on_train_end``. :class:`BestWeights` is the
 one save/restore helper of early stopping and of TerminateOnNaN;
 :func:`improved` and :func:`resolve_mode` compare a monitored value with the
 best so far, for the callbacks that watch one.
 """
 
 import copy
+import sys
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -35,6 +38,11 @@ class Callback(BaseEstimator):
 
     #: history keys this callback adds to ``logs`` in ``on_epoch_end``
     provides = ()
+    #: whether ``on_batch_end`` only reads the fit (a progress bar): where the batches
+    #: run elsewhere (:class:`~sknet.distributed.DataParallel`'s workers) it is then
+    #: called after each epoch's batches ran; a callback that changes the fit batch by
+    #: batch, and gives no :meth:`batch_learning_rates`, is refused there by name
+    observes_batches = False
 
     def on_train_begin(self, state):
         """Called once before the first epoch of a call to fit.
@@ -49,11 +57,29 @@ class Callback(BaseEstimator):
     def on_batch_end(self, state, batch, size):
         """Called after each mini-batch update with its index and size."""
 
+    def batch_learning_rates(self, state, n_batches):
+        """The learning rate of each of the epoch's ``n_batches`` batches, or None.
+
+        Called after ``on_epoch_begin`` where the batches run elsewhere than
+        the callbacks (DataParallel's workers), by a callback whose
+        ``on_batch_end`` schedules the learning rate: the rates its
+        ``on_batch_end`` would set, batch by batch, so the workers step with
+        them (:class:`~sknet.callbacks.LRScheduler`'s warm-up). None: the
+        rate does not change within the epoch.
+        """
+        return None
+
     def on_epoch_end(self, state, epoch, logs):
         """Called after each epoch with its history row; return True to stop."""
 
     def on_train_end(self, state):
-        """Called once when training ends, however it ends."""
+        """Called once when training ends, however it ends.
+
+        Also when the fit fails, and when ``on_train_begin`` of this callback
+        or of one after it raised: it must not assume that this callback's
+        ``on_train_begin`` completed. ``sys.exc_info()`` is the fit's failure,
+        if it failed.
+        """
 
     def on_nan(self, state, epoch):
         """Called when the epoch's loss is not finite; return True if handled.
@@ -215,6 +241,83 @@ class BestWeights:
 
     def clear(self):
         self._arrays, self.epoch = None, None
+
+
+def call_hook(callback, hook, state, *args):
+    """``callback.<hook>(state, *args)``; whether it asks to stop (True, False or None)."""
+    answer = getattr(callback, hook)(state, *args)
+    if answer is not None and not isinstance(answer, (bool, np.bool_)):
+        raise TypeError(
+            f"{type(callback).__name__}.{hook} must return True, False or None, got "
+            f"{type(answer).__name__} {answer!r:.60}"
+        )
+    return bool(answer)
+
+
+class TrainingHooks:
+    """The callbacks' ``on_train_begin`` and ``on_train_end``, with every end guaranteed.
+
+    The one place a fit begins and ends its callbacks (every solver's loop:
+    :meth:`Trainer.run_epochs <sknet.engine._trainer.Trainer.run_epochs>`,
+    :func:`~sknet.engine._lbfgs.run_lbfgs`)::
+
+        hooks = TrainingHooks(callbacks, state).begin()
+        try:
+            ...  # the epochs
+        finally:
+            hooks.end()
+
+    Every callback whose ``on_train_begin`` ran, whether it returned or
+    raised, gets its ``on_train_end``, in list order: when a later
+    callback's ``on_train_begin`` fails (:meth:`begin` ends those that began,
+    then raises), when an epoch or a hook fails, on ``KeyboardInterrupt``.
+    A failing ``on_train_end`` keeps no other callback from its own. The
+    first failure propagates: the fit's own if it failed, else the first
+    ``on_train_end``'s; the others are added to its notes (Python 3.11+).
+    During ``on_train_end``, ``sys.exc_info()`` is the fit's failure, if any.
+    """
+
+    def __init__(self, callbacks, state):
+        self.callbacks = list(callbacks)
+        self.state = state
+        self._begun = []
+        self._around = None
+
+    def begin(self):
+        """Call ``on_train_begin`` on each callback in order; returns ``self``."""
+        self._around = sys.exc_info()[1]  # an exception handled around fit is not the fit's
+        try:
+            for callback in self.callbacks:
+                self._begun.append(callback)
+                call_hook(callback, "on_train_begin", self.state)
+        except BaseException as error:
+            self._end(error)
+            raise
+        return self
+
+    def end(self):
+        """Call ``on_train_end`` on every callback that began (in a ``finally``: see above)."""
+        error = sys.exc_info()[1]
+        failure = self._end(None if error is self._around else error)
+        if failure is not None:
+            raise failure
+
+    def _end(self, error):
+        """End the callbacks that began; the first failure of their ends if ``error`` is None."""
+        begun, self._begun = self._begun, []
+        first = error
+        for callback in begun:
+            try:
+                call_hook(callback, "on_train_end", self.state)
+            except BaseException as failure:  # noqa: BLE001 - the others end first
+                if first is None:
+                    first = failure
+                elif hasattr(first, "add_note"):
+                    first.add_note(
+                        f"{type(callback).__name__}.on_train_end also failed: "
+                        f"{type(failure).__name__}: {failure}"
+                    )
+        return None if first is error else first
 
 
 def copy_callbacks(callbacks):

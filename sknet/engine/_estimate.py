@@ -29,7 +29,7 @@ _ESTIMATOR_METHODS = (
     "get_params",
     "_validate_params",
     "_check_params",
-    "_validate_input",
+    "_model_data",
     "_initialize",
 )
 
@@ -76,7 +76,12 @@ def _rows(a, take):
 
 
 def _default_targets(estimator, n):
-    """Targets standing in for ``y``: the fitted outputs, else one output (two classes)."""
+    """Targets standing in for ``y``: the fitted outputs, else one output (two classes).
+
+    Every class (or output) is among the first ``n`` rows when ``n`` is
+    :func:`_default_rows`: :func:`estimate_memory` makes them for the probe's
+    rows only, and describes the rest by their shape.
+    """
     n_outputs = getattr(estimator, "n_outputs_", None)
     if n_outputs is not None and "network_" in estimator.__dict__:
         codes = np.arange(n) % max(n_outputs, 2)
@@ -85,6 +90,13 @@ def _default_targets(estimator, n):
             Y[:, 0] = codes % 2
         return estimator._decode_targets(Y)
     return np.arange(n) % 2 if is_classifier(estimator) else np.zeros(n)
+
+
+def _default_rows(estimator, n_rows):
+    """How many rows of :func:`_default_targets` the probe needs: its first rows, and one
+    of each class the targets cycle through (at most ``n_rows``)."""
+    classes = max(getattr(estimator, "n_outputs_", None) or 0, 2)
+    return min(n_rows, max(PROBE_ROWS[1], classes))
 
 
 def _check_lengths(X, y, sample_weight, X_val, y_val):
@@ -204,9 +216,9 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     """
     _check_estimator(estimator)
     n_rows = _num_samples(X)
-    if y is None:
-        y = _default_targets(estimator, n_rows)
     _check_lengths(X, y, sample_weight, X_val, y_val)
+    if y is None:  # assumed for the probe's rows; the others only counted, as y's copy
+        y = _default_targets(estimator, _default_rows(estimator, n_rows))
     probe, X_rows, Y_rows = _dry_probe(estimator, X, y, n_rows)
     data = (DataShape.of(X, n_rows, X_rows), DataShape.of(y, n_rows, Y_rows))
     return _estimate_fit(estimator, probe, data, (X_rows, Y_rows), sample_weight, X_val, y_val)
@@ -244,7 +256,7 @@ def _validation_of(probe, data, X_val, y_val, keeps_best):
     """The fit's validation set (given, or split off), whether it is split, the training rows."""
     n_rows = data[0].shape[0]
     if X_val is not None:
-        validation = probe._validate_input(X_val, y_val, incremental=True, reset=False)
+        validation = probe._model_data(X_val, y_val, incremental=True, reset=False)
         return validation + (None,), False, n_rows
     if not keeps_best:
         return None, False, n_rows
@@ -259,7 +271,7 @@ def _dry_probe(estimator, X, y, n_rows):
     probe._validate_params()
     probe._check_params()
     X_rows, y_rows = _probe_sample(X, y, n_rows, is_classifier(probe))
-    X_rows, Y_rows = probe._validate_input(X_rows, y_rows, incremental=False, reset=True)
+    X_rows, Y_rows = probe._model_data(X_rows, y_rows, incremental=False, reset=True)
     probe._initialize(X_rows.shape[1], Y_rows.shape[1], DRY_BACKEND, DryRandomState(0))
     return probe, X_rows, Y_rows
 

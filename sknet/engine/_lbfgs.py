@@ -22,7 +22,6 @@ def run_lbfgs(trainer, data, state, *, max_iter, max_fun, tol, evaluate=None):
     is an epoch for its callbacks. Ctrl-C keeps the last
     completed iteration (the initial weights if none completed).
     """
-    trainer.start(state)
     backend, dtype = trainer.backend, trainer.network.dtype
     sw_sum = data.X.shape[0] if data.w is None else float(data.w.sum())
     flat_params, flat_grads = trainer.parameters.flat_params, trainer.parameters.flat_grads
@@ -46,7 +45,7 @@ def run_lbfgs(trainer, data, state, *, max_iter, max_fun, tol, evaluate=None):
         last["started"] = time.perf_counter()
         return stop
 
-    trainer.notify("on_train_begin")
+    hooks = trainer.begin_training(state)  # every callback that began gets its end
     try:
         with trainer.split_batches(data.X.shape[0]):
             x, loss, n_iter = minimize_lbfgs(
@@ -64,7 +63,7 @@ def run_lbfgs(trainer, data, state, *, max_iter, max_fun, tol, evaluate=None):
         loss = last["loss"] if last["loss"] is not None else loss_and_grad(x)[0]
         unpack(x)
     finally:
-        trainer.notify("on_train_end")
+        hooks.end()
     return loss, n_iter
 
 

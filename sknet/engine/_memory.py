@@ -32,13 +32,13 @@ the device.
 
 import copy
 from collections.abc import Mapping
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 
 from sknet.engine import _sharding
-from sknet.engine._bytes import format_bytes
+from sknet.engine._bytes import format_bytes, parse_bytes
 from sknet.engine._probe import activation_profile, at_rows, largest_true, lbfgs_bytes
 from sknet.engine._transaction import optimizer_nbytes
 
@@ -139,7 +139,21 @@ class MemoryEstimate(Mapping):
         """The largest batch size whose fit needs at most ``available`` bytes (0: none).
 
         At most the number of training rows, the largest batch a fit takes.
+
+        Parameters
+        ----------
+        available : int, float or str
+            Bytes: a number, or a string as ``max_device_memory`` takes them
+            (``'2MB'``, ``'512 MiB'``; see :func:`~sknet.engine._bytes.parse_bytes`).
+
+        Raises
+        ------
+        TypeError
+            If ``available`` is neither a number nor a string.
+        ValueError
+            If it is negative or NaN, or a string that is no number of bytes.
         """
+        available = _available_bytes(available)
         if self._sizes is None:  # nothing to recompute with
             return self.batch_size if self.total <= available else 0
 
@@ -159,6 +173,20 @@ class MemoryEstimate(Mapping):
             lines.append(f"  {name:<16} {format_bytes(value):>11}")
         lines.append(f"  {'total':<16} {format_bytes(self.total):>11}")
         return "\n".join(lines)
+
+
+def _available_bytes(value):
+    """``available`` of :meth:`MemoryEstimate.batch_size_that_fits` as a number of bytes."""
+    if isinstance(value, str):
+        return parse_bytes(value, "available")
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(
+            "available must be a number of bytes or a string such as '8GB' or '512MiB', "
+            f"got {value!r}"
+        )
+    if not value >= 0:  # NaN too
+        raise ValueError(f"available must be a non-negative number of bytes, got {value!r}")
+    return value
 
 
 # -- the parts ---------------------------------------------------------------------------

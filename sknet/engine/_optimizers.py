@@ -13,6 +13,34 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+#: what an optimizer holds that is not its state: bound arrays, work array, spare copies
+_NOT_STATE = ("params", "backend", "_tmp", "_spare")
+
+
+def copy_arrays(arrays, into=None):
+    """Copies of ``arrays``, written into the arrays of ``into`` where they fit.
+
+    ``into[i]`` receives ``arrays[i]`` when it has its shape, dtype, array
+    kind and device (and is not that array); else the copy is a new array.
+    """
+    into = list(into or ())
+    copies = []
+    for i, array in enumerate(arrays):
+        spare = into[i] if i < len(into) else None
+        if (
+            spare is not None
+            and spare is not array
+            and type(spare) is type(array)
+            and spare.shape == array.shape
+            and spare.dtype == array.dtype
+            and getattr(spare, "device", None) == getattr(array, "device", None)
+        ):
+            spare[...] = array
+            copies.append(spare)
+        else:
+            copies.append(array.copy())
+    return copies
+
 
 class StochasticOptimizer(ABC):
     """Base class: a learning rate, in-place updates, end-of-epoch hooks.
@@ -38,11 +66,15 @@ class StochasticOptimizer(ABC):
             setattr(self, name, [backend.xp.zeros_like(p) for p in params])
 
     def _bind(self, params, backend):
+        tmp, before = self.__dict__.get("_tmp"), self.__dict__.get("backend")
         self.params = list(params)
         self.backend = backend
         size = max((p.size for p in self.params), default=0)
         dtype = self.params[0].dtype if self.params else np.float32
-        self._tmp = backend.xp.empty(size, dtype=dtype)
+        # the work array of the last binding, where it still fits (each partial_fit rebinds)
+        if tmp is None or before is not backend or tmp.dtype != dtype or tmp.size < size:
+            tmp = backend.xp.empty(size, dtype=dtype)
+        self._tmp = tmp
 
     def _tmp_like(self, p):
         return self._tmp[: p.size].reshape(p.shape)
@@ -110,13 +142,22 @@ class StochasticOptimizer(ABC):
     def step(self, grads):
         """Update every parameter in place from its gradient."""
 
-    def snapshot(self):
-        """Copies of the whole state, for :meth:`restore` after a failed fit."""
-        arrays = {name: [s.copy() for s in getattr(self, name)] for name in self.state_names}
+    def snapshot(self, into=None):
+        """Copies of the whole state, for :meth:`restore` after a failed fit.
+
+        ``into`` (``{state name: arrays}``, an earlier snapshot's arrays that
+        nothing else uses) receives the copies where its arrays fit
+        (:func:`copy_arrays`): a fit transaction reuses them from one
+        ``partial_fit`` call to the next instead of allocating new ones.
+        """
+        into = into or {}
+        arrays = {
+            name: copy_arrays(getattr(self, name), into.get(name)) for name in self.state_names
+        }
         scalars = {
             k: v
             for k, v in vars(self).items()
-            if k not in self.state_names and k not in ("params", "backend", "_tmp")
+            if k not in self.state_names and k not in _NOT_STATE
         }
         return arrays, scalars
 
@@ -160,6 +201,7 @@ class StochasticOptimizer(ABC):
         backend = state.pop("backend", None)
         state.pop("params", None)
         state.pop("_tmp", None)
+        state.pop("_spare", None)  # the fit transaction's reusable copies
         if backend is not None:  # else unpickled and not yet rebound: NumPy already
             for name in self.state_names:
                 state[name] = [backend.to_numpy(s) for s in state[name]]
@@ -270,12 +312,24 @@ class Adam(StochasticOptimizer):
     def step(self, grads):
         self.t += 1
         b1, b2 = self.beta_1, self.beta_2
-        self.learning_rate = self.learning_rate_init * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
-        update, eps = self.backend.adam_update, self.epsilon
-        for p, g, m, v, lr in zip(
-            self.params, grads, self.ms, self.vs, self._scaled(self.learning_rate)
-        ):
+        correction, bias = np.sqrt(1 - b2**self.t), 1 - b1**self.t
+        self.learning_rate = self.learning_rate_init * correction / bias
+        rates = self._step_sizes(correction, bias)
+        update, eps = self.backend.adam_update, self._epsilon(correction)
+        for p, g, m, v, lr in zip(self.params, grads, self.ms, self.vs, rates):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
+
+    def _step_sizes(self, correction, bias):
+        """Each parameter array's step size: the bias-corrected rate times its ``lr_scale``.
+
+        ``correction`` is ``sqrt(1 - beta_2**t)``, ``bias`` ``1 - beta_1**t``.
+        Called before the update of step ``t``.
+        """
+        return self._scaled(self.learning_rate)
+
+    def _epsilon(self, correction):
+        """The epsilon the update adds to ``sqrt(v)`` (scikit-learn's place for it)."""
+        return self.epsilon
 
 
 class AdamW(Adam):
@@ -329,20 +383,24 @@ class AdamW(Adam):
         super().follow(parameters)
         self.decay_sizes = decay_sizes(parameters)
 
-    def step(self, grads):
-        self.t += 1
-        b1, b2 = self.beta_1, self.beta_2
-        correction = np.sqrt(1 - b2**self.t)
-        self.learning_rate = self.learning_rate_init * correction / (1 - b1**self.t)
-        # torch's epsilon on sqrt(v_hat) = sqrt(v) / correction is ours times correction
-        update, eps = self.backend.adam_update, self.epsilon * correction
+    # Adam's step, with the two differences: the decay, and where epsilon goes.
+    def _step_sizes(self, correction, bias):
+        """Decay the decayed parameters (``p *= 1 - lr * weight_decay``), then torch's sizes.
+
+        ``lr`` is the base step size times the array's ``lr_scale``; the
+        arrays are disjoint, so decaying all of them before the updates is
+        decaying each before its own.
+        """
         wd, sizes = float(self.weight_decay), self.__dict__.get("decay_sizes") or ()
         rates = self._scaled(self.learning_rate_init)
-        for i, (p, g, m, v, lr) in enumerate(zip(self.params, grads, self.ms, self.vs, rates)):
-            size = sizes[i] if i < len(sizes) else 0
+        for p, size, lr in zip(self.params, sizes, rates):
             if wd and size:
                 p[:size] *= 1.0 - lr * wd
-            update(p, g, m, v, lr * correction / (1 - b1**self.t), b1, b2, eps, self._tmp_like(p))
+        return [lr * correction / bias for lr in rates]
+
+    def _epsilon(self, correction):
+        # torch's epsilon on sqrt(v_hat) = sqrt(v) / correction is ours times correction
+        return self.epsilon * correction
 
 
 def decay_sizes(parameters):

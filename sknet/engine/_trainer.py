@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from sknet.engine._callbacks import overrides
+from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
 from sknet.engine._network import checked_output
 from sknet.engine._sharding import RowShards, plan_shards
@@ -258,17 +258,20 @@ class Trainer:
             key for callback in self.callbacks for key in getattr(callback, "provides", ())
         )
 
+    def begin_training(self, state):
+        """Start ``state`` and call the callbacks' ``on_train_begin``: a :class:`TrainingHooks`.
+
+        Call its ``end()`` in a ``finally``: every callback that began gets
+        its ``on_train_end``, however training ends.
+        """
+        self.start(state)
+        return TrainingHooks(self.callbacks, state).begin()
+
     def notify(self, hook, *args):
         """Call ``hook`` on every callback in order; True if any asked to stop."""
         stop = False
         for callback in self.callbacks:
-            answer = getattr(callback, hook)(self.state, *args)
-            if answer is not None and not isinstance(answer, (bool, np.bool_)):
-                raise TypeError(
-                    f"{type(callback).__name__}.{hook} must return True, False or None, got "
-                    f"{type(answer).__name__} {answer!r:.60}"
-                )
-            stop = bool(answer) or stop
+            stop = call_hook(callback, hook, self.state, *args) or stop
         return stop
 
     def run_epochs(
@@ -292,7 +295,6 @@ class Trainer:
         host copy of the weights (for per-batch sums without a sync).
         ``evaluate()`` returns the epoch's ``(valid_loss, valid_score)``.
         """
-        self.start(state)
         n_train = data.X.shape[0] if train_rows is None else train_rows.shape[0]
         sample_idx = np.arange(n_train)
         starts = np.arange(0, n_train, batch_size)
@@ -303,7 +305,7 @@ class Trainer:
             for callback in batch_hooks:
                 callback.on_batch_end(state, i, size)
 
-        self.notify("on_train_begin")
+        hooks = self.begin_training(state)
         try:
             for _ in range(max_epochs):
                 state.epoch = len(state.history) + 1
@@ -338,7 +340,7 @@ class Trainer:
         except StopTraining:
             pass  # the epoch runner keeps the reason
         finally:
-            self.notify("on_train_end")
+            hooks.end()
 
     def end_epoch(self, epoch, loss, evaluate, started):
         """Check the loss, record the history row, call on_epoch_end; True stops."""

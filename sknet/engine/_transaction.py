@@ -14,6 +14,10 @@ lists it appends to, and, for the model a fit continues (a warm start,
 ``partial_fit``), one copy of its weights and of the optimizer's moments as
 arrays (no object graph copied); a refit from scratch builds a new network
 and optimizer and leaves the previous ones as they are, so it copies nothing.
+``partial_fit`` (``release_memory=False``) keeps that copy's arrays with the
+optimizer when the call ends (``_spare``, never pickled) and the next call
+writes its snapshot into them: a call allocates no copy of the model, only
+what training needs (the gradients).
 What the snapshot holds until the fit ends is memory the fit needs:
 :func:`held_by_transaction` says how much, for the fit's plan. On every exit
 it releases what training allocated (layer buffers and gradients, the loss's
@@ -22,6 +26,7 @@ buffer, optionally the device memory pool) and keeps only the model.
 
 import contextvars
 
+from sknet.engine._optimizers import copy_arrays
 from sknet.layers._tree import walk
 
 #: ``{id(estimator): transaction}`` of the fits under way in this context.
@@ -58,18 +63,21 @@ class FitTransaction:
 
     def __enter__(self):
         est = self.estimator
-        self._snapshot = None
+        self._snapshot = self._freed = None
         if est.__sklearn_is_fitted__():
             self._snapshot = {
                 name: _shallow(value) for name, value in vars(est).items() if owns(est, name)
             }
             network, optimizer = est.network_, est.__dict__.get("_optimizer")
             continues = self.continues  # else the fit builds a new model: nothing to copy
-            saved = network.save_weights() if continues else None
+            # the arrays of the last partial_fit's snapshot, written into where they fit
+            spare = optimizer.__dict__.pop("_spare", {}) if optimizer is not None else {}
+            saved = copy_arrays(network.weights(), spare.get("weights")) if continues else None
             self._network = (network, network.dtype, saved, _flags(network))
             self._optimizer = None
             if optimizer is not None:
-                self._optimizer = (optimizer, optimizer.snapshot() if continues else None)
+                state = optimizer.snapshot(into=spare) if continues else None
+                self._optimizer = (optimizer, state)
         self._token = _ACTIVE.set({**(_ACTIVE.get() or {}), id(est): self})
         return self
 
@@ -80,6 +88,7 @@ class FitTransaction:
         finally:
             _ACTIVE.reset(self._token)
             self.release()
+            self._keep_spare()
         return False  # the exception, if any, propagates
 
     def held(self):
@@ -118,6 +127,7 @@ class FitTransaction:
             layer.__dict__.update(trainable=trainable, lr_scale=lr_scale)
         if self._optimizer is not None and self._optimizer[1] is not None:
             optimizer, (arrays, scalars) = self._optimizer
+            self._freed = {name: getattr(optimizer, name) for name in arrays}  # the failed fit's
             optimizer.__dict__.update(scalars)  # its layout too: the next fit follows it
             for name, values in arrays.items():
                 setattr(optimizer, name, values)
@@ -134,6 +144,21 @@ class FitTransaction:
             loss.release()
         if self.release_memory and self.backend is not None:
             self.backend.release_memory()
+
+    def _keep_spare(self):
+        """Give the snapshot's arrays, free again, to the optimizer for the next ``partial_fit``.
+
+        Only without ``release_memory`` (``partial_fit``), and only to the
+        optimizer they were copied from: after an abort the optimizer took the
+        copies back, and the arrays the failed fit trained are the free ones.
+        """
+        if self.release_memory or self._snapshot is None or self._optimizer is None:
+            return
+        optimizer, snapshot = self._optimizer
+        if snapshot is None or optimizer is not self.estimator.__dict__.get("_optimizer"):
+            return
+        state = self._freed if self._freed is not None else snapshot[0]
+        optimizer._spare = {"weights": self._network[2], **state}
 
 
 def held_by_transaction(estimator):

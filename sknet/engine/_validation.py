@@ -173,7 +173,7 @@ def validation_set(est, X_val, y_val, sample_weight_val, validation_data):
         )
     X_val, y_val = (a.get() if is_device_array(a) else a for a in (X_val, y_val))
     try:
-        X_val, Y_val = est._validate_input(
+        X_val, Y_val = est._model_data(
             X_val, y_val, incremental=True, reset=False, names=("X_val", "y_val")
         )
     except ValueError as exc:

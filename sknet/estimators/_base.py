@@ -26,7 +26,12 @@ from sknet.engine._bytes import parse_bytes
 from sknet.engine._convergence import ScikitLearnConvergence
 from sknet.engine._network import Network
 from sknet.engine._transaction import FitTransaction
-from sknet.engine._validation import validation_set, validation_split, warn_non_finite_outputs
+from sknet.engine._validation import (
+    check_sample_weight,
+    validation_set,
+    validation_split,
+    warn_non_finite_outputs,
+)
 from sknet.engine._warm_start import check_same_network, network_signature
 from sknet.estimators._input import InputValidationMixin
 from sknet.estimators._persistence import PersistenceMixin
@@ -95,6 +100,7 @@ class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
         "_network_spec",
         "_no_improvement_count",
         "_label_binarizer",
+        "_run_name",
     )
     #: parameters that define the network: a warm fit refuses to change them
     _network_parameters = ()
@@ -228,18 +234,28 @@ class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
         ) as transaction:
             transaction.backend = backend
             X, Y = self._validate_input(X, y, incremental, reset=first_pass)
-            sample_weight = self._fit_sample_weight(sample_weight, X.shape[0], Y, incremental)
+            n_rows = Y.shape[0]
+            row_weights = check_sample_weight(sample_weight, n_rows, self._np_dtype)
+            sample_weight = self._fit_sample_weight(row_weights, n_rows, Y, incremental)
             if not first_pass and Y.shape[1] != self.n_outputs_:
                 raise ValueError(
                     f"y has {Y.shape[1]} output(s) but this {type(self).__name__} "
                     f"was fitted with {self.n_outputs_}; refit without warm_start."
                 )
-            validation = validation_set(self, *validation_args)
             if self.scoring not in (None, "loss"):
                 check_scoring(self, scoring=self.scoring)  # unknown names fail up front
             if self.early_stopping and incremental:
                 raise ValueError("partial_fit does not support early_stopping=True")
             rng = check_random_state(self.random_state)
+            # The plan (a table's columns, a target's scale) is learned from the training
+            # rows only: the early-stopping rows are split off first, where it has one.
+            split = None
+            if first_pass:
+                split = self._split_before_plan(Y, rng, validation_args, incremental)
+                rows = slice(None) if split is None else split[0]
+                self._learn_plan(X, Y, row_weights, rows)
+            X, Y = self._apply_plan(X, Y)
+            validation = validation_set(self, *validation_args)
             with (
                 training_errors(self, backend, used, X, y, sample_weight),
                 backend.device_context(),
@@ -255,6 +271,7 @@ class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
                     first_pass,
                     incremental,
                     used,
+                    split=split,
                 )
         return self
 

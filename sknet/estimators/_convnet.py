@@ -44,10 +44,15 @@ _CONVNET_PARAMETERS_DOC = """
         the image is at least that large.
 
     kernel_size : int, default=3
-        Height and width of the convolution filters (odd).
+        Height and width of the convolution filters. Odd: an even one is a
+        ValueError (a ``'same'`` padding would need more pixels on one side
+        than on the other; give ``layers`` for even windows).
 
     pool_size : int, default=2
         Max-pooling window after each convolution block; 1 means no pooling.
+        It must fit in the images (a larger one is a ValueError naming both);
+        later blocks pool while their image is at least that large, and the
+        one-row images of flat rows that are no square are not pooled.
 
     dense_units : sequence of int, default=(128,)
         Units of the fully connected hidden layers after the convolutions.
@@ -142,9 +147,29 @@ class _ConvNetPreset:
         return (1, side, side) if side * side == n_features else (1, 1, n_features)
 
     # -- the network ---------------------------------------------------------------
+    def _check_window_sizes(self, height, width):
+        """Refuse what the preset cannot build: an even kernel, a pool larger than the images."""
+        k, pool = self.kernel_size, self.pool_size
+        if k % 2 == 0:
+            raise ValueError(
+                f"kernel_size must be odd: the preset's convolutions are 'same'-padded (the "
+                f"images keep their size), which takes as many padded pixels on each side, "
+                f"so an even window cannot be; got {k}. Use kernel_size={k - 1} or {k + 1}, "
+                f"or give the network as layers, e.g. [Conv2D(filters, {k}, "
+                f"padding={k // 2}), ...] (images grow by one pixel) or padding={k // 2 - 1} "
+                "(they shrink by one)"
+            )
+        if pool > 1 and 1 < min(height, width) < pool:
+            raise ValueError(
+                f"pool_size={pool} does not fit in the images of size {(height, width)}: no "
+                f"convolution block could pool them; give a pool_size of at most "
+                f"{min(height, width)}, or 1 for no pooling"
+            )
+
     def _preset_layers(self):
         act, layers = self.activation, []
         _, height, width = self.input_shape_
+        self._check_window_sizes(height, width)
         for filters in positive_ints(self.conv_filters, "conv_filters"):
             if self.batch_norm:
                 layers += [

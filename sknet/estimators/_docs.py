@@ -1,103 +1,107 @@
 """The parameter and attribute lists every sknet estimator's docstring shares.
 
 :func:`fill_doc` puts them into a class docstring at its ``%(name)s`` markers,
-so each list is written once.
+so each list is written once, and writes each default from the class's own
+signature (``${name}`` in the lists), so each default is written once too.
 """
 
+import inspect
+import string
+
 TRAINING_PARAMETERS_DOC = """
-    solver : {'lbfgs', 'sgd', 'adam', 'adamw'}, default='adam'
+    solver : {'lbfgs', 'sgd', 'adam', 'adamw'}, default=${solver}
         ``'adam'``, ``'adamw'`` and ``'sgd'`` train by mini-batches on the
         backend; ``'lbfgs'`` (full batch, SciPy) often suits small datasets.
         ``'adamw'`` is Adam with decoupled weight decay (Loshchilov & Hutter),
         as ``torch.optim.AdamW``: see ``weight_decay``.
 
-    alpha : float, default=0.0001
+    alpha : float, default=${alpha}
         Strength of the L2 penalty, divided by the (weighted) batch size.
 
-    batch_size : int or 'auto', default='auto'
+    batch_size : int or 'auto', default=${batch_size}
         Mini-batch size for the stochastic solvers; ``'auto'`` is
         ``min(200, n_samples)``.
 
-    learning_rate : {'constant', 'invscaling', 'adaptive'}, default='constant'
+    learning_rate : {'constant', 'invscaling', 'adaptive'}, default=${learning_rate}
         Learning-rate schedule, for ``solver='sgd'`` only.
 
-    learning_rate_init : float, default=0.001
+    learning_rate_init : float, default=${learning_rate_init}
         Initial learning rate (``'sgd'``, ``'adam'`` and ``'adamw'``); a
         schedule such as :class:`~sknet.callbacks.LRScheduler` changes it.
 
-    power_t : float, default=0.5
+    power_t : float, default=${power_t}
         Exponent of ``'invscaling'``.
 
-    max_iter : int, default=200
+    max_iter : int, default=${max_iter}
         Maximum number of epochs (stochastic solvers) or iterations (lbfgs).
 
-    shuffle : bool, default=True
+    shuffle : bool, default=${shuffle}
         Whether to shuffle samples in each epoch (stochastic solvers).
 
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance or None, default=${random_state}
         Seeds the weight initialization, the shuffling, the dropout masks and
         the early-stopping split. Pass an int for reproducible results.
 
-    tol : float, default=1e-4
+    tol : float, default=${tol}
         Tolerance: training stops when the loss (or validation score) does not
         improve by ``tol`` for ``n_iter_no_change`` epochs.
 
-    verbose : bool or int, default=False
+    verbose : bool or int, default=${verbose}
         True (or any positive int) prints scikit-learn's own lines:
         ``Iteration 1, loss = 0.69314718`` after every epoch, the validation
         score with ``early_stopping=True``, and the convergence messages. For
         a per-epoch table add :class:`~sknet.callbacks.PrintLog` to
         ``callbacks``; for a progress bar, :class:`~sknet.callbacks.ProgressBar`.
 
-    warm_start : bool, default=False
+    warm_start : bool, default=${warm_start}
         Reuse the weights, and the optimizer's state, of the previous fit.
 
-    momentum : float, default=0.9
+    momentum : float, default=${momentum}
         Momentum of ``solver='sgd'``.
 
-    nesterovs_momentum : bool, default=True
+    nesterovs_momentum : bool, default=${nesterovs_momentum}
         Whether ``'sgd'`` uses Nesterov's momentum.
 
-    early_stopping : bool, default=False
+    early_stopping : bool, default=${early_stopping}
         Hold out ``validation_fraction`` of the data (stratified for
         classification), or use ``X_val``/``y_val`` given to ``fit``, and stop
         when the validation score (see ``scoring``) stops improving; the
         weights of the best epoch are restored. A loss that becomes non-finite
         then ends training with those weights and a ``ConvergenceWarning``.
 
-    validation_fraction : float, default=0.1
+    validation_fraction : float, default=${validation_fraction}
         Size of the early-stopping validation set.
 
-    scoring : str, callable or None, default=None
+    scoring : str, callable or None, default=${scoring}
         The validation score (``valid_score``, ``validation_scores_``, and
         what early stopping watches): ``None`` is the estimator's ``score``
         (accuracy, or R² for regressors); ``'loss'`` the negative validation
         loss; any scikit-learn scorer name (``'balanced_accuracy'``,
         ``'neg_log_loss'``, ...) or callable ``scorer(estimator, X, y)``.
 
-    beta_1, beta_2 : float, default=0.9, 0.999
+    beta_1, beta_2 : float, default=${beta_1}, ${beta_2}
         Decay rates of Adam's moment estimates.
 
-    epsilon : float, default=1e-8
+    epsilon : float, default=${epsilon}
         Adam's numerical-stability constant.
 
-    weight_decay : float, default=0.01
+    weight_decay : float, default=${weight_decay}
         AdamW's decoupled weight decay, ``solver='adamw'`` only (PyTorch's
         default): each step multiplies the weights by ``1 - learning_rate *
         weight_decay`` before Adam's update. It applies to the parameters
         ``alpha`` penalizes (weights, not biases); consider ``alpha=0`` with it.
 
-    n_iter_no_change : int, default=10
+    n_iter_no_change : int, default=${n_iter_no_change}
         Epochs without ``tol`` improvement before stopping.
 
-    max_fun : int, default=15000
+    max_fun : int, default=${max_fun}
         Maximum number of loss evaluations, ``solver='lbfgs'`` only.
 
-    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default='auto'
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'}, default=${device}
         Where to train: ``'auto'`` is the ``SKNET_DEVICE`` environment variable
         if set, else the GPU when CuPy sees one, else the CPU.
 
-    max_device_memory : int, str or None, default=None
+    max_device_memory : int, str or None, default=${max_device_memory}
         The most device memory the fit may plan with, in bytes or as a string
         such as ``'8GB'`` or ``'512MiB'``; ``None``: what is free on a GPU (no
         limit on the CPU). When the training data, with the model, its
@@ -110,10 +114,10 @@ TRAINING_PARAMETERS_DOC = """
         used in place and count nothing; others are converted chunk by chunk
         within the limit.
 
-    dtype : {'float32', 'float64'}, default='float32'
+    dtype : {'float32', 'float64'}, default=${dtype}
         Floating type of the weights and of the computation.
 
-    callbacks : list of Callback, default=None
+    callbacks : list of Callback, default=${callbacks}
         Objects from :mod:`sknet.callbacks` (or your own) called during
         training, after the estimator's own rules; ``fit`` works on copies,
         stored in ``callbacks_``.
@@ -180,20 +184,38 @@ FITTED_ATTRIBUTES_DOC = """
 
 
 def fill_doc(cls, **sections):
-    """Put the shared parameter and attribute lists into ``cls``'s docstring."""
-    if cls.__doc__:  # None under python -OO
-        for name, text in sections.items():
-            cls.__doc__ = cls.__doc__.replace(f"    %({name})s", text.strip("\n") + "\n")
+    """Put the shared parameter and attribute lists into ``cls``'s docstring.
+
+    Each shared parameter line states its default as ``${name}``; it is
+    written from ``cls.__init__``'s own default, so a preset whose defaults
+    differ (a tabular estimator's batch size, early stopping...) says its own.
+    """
+    if not cls.__doc__:  # None under python -OO
+        return
+    doc = cls.__doc__
+    for name, text in sections.items():
+        doc = doc.replace(f"    %({name})s", text.strip("\n") + "\n")
+    defaults = {
+        name: _default_text(p.default)
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    cls.__doc__ = string.Template(doc).safe_substitute(defaults)
+
+
+def _default_text(value):
+    """A default as the docs write it: ``'adam'``, ``0.0001``, ``1e-8``, ``(128, 128)``."""
+    return repr(value).replace("e-0", "e-")
 
 
 CLASSIFIER_LOSS_DOC = """
-    loss : {'log_loss', 'focal'} or Loss, default='log_loss'
+    loss : {'log_loss', 'focal'} or Loss, default=${loss}
         The loss to minimize: the log-loss (scikit-learn's), ``'focal'``
         (:class:`~sknet.losses.FocalLoss`, ``gamma=2``, for rare classes), or
         any :class:`~sknet.losses.Loss` object, such as ``FocalLoss(gamma=1)``
         or your own subclass; grid-search its parameters as ``loss__gamma``.
 
-    label_smoothing : float in [0, 1), default=0.0
+    label_smoothing : float in [0, 1), default=${label_smoothing}
         With ``loss='log_loss'``, train on targets ``(1 - label_smoothing)``
         times the one-hot labels plus ``label_smoothing / n_classes`` (two
         classes for each logistic output), as PyTorch's ``cross_entropy``;
@@ -203,7 +225,7 @@ CLASSIFIER_LOSS_DOC = """
 
 REGRESSOR_LOSS_DOC = """
     loss : {'squared_error', 'absolute_error', 'huber', 'quantile', \
-'poisson'} or Loss, default='squared_error'
+'poisson'} or Loss, default=${loss}
         The loss to minimize (see :mod:`sknet.losses`): half the squared
         error, the absolute error (a median), Huber's loss
         (:class:`~sknet.losses.Huber`, ``delta=1``: robust to outliers), the
@@ -215,14 +237,14 @@ REGRESSOR_LOSS_DOC = """
 """
 
 CLIP_NORM_DOC = """
-    clip_norm : float or None, default=None
+    clip_norm : float or None, default=${clip_norm}
         Rescale each batch's gradient to at most this L2 norm, over all the
         trained parameters at once (on the device, no synchronisation);
         ``None`` disables clipping.
 """
 
 CLASS_WEIGHT_DOC = """
-    class_weight : dict, 'balanced' or None, default=None
+    class_weight : dict, 'balanced' or None, default=${class_weight}
         Weights of the classes, ``{label: weight}``, multiplied into
         ``sample_weight`` as in scikit-learn's linear models. ``'balanced'``
         uses ``n_samples / (n_classes * np.bincount(y))`` (not with

@@ -7,7 +7,10 @@ checked finite in the dtype the model computes in: a float64 value beyond
 float32's range is refused by name before a float32 fit. The sample weights
 of a fit are checked and multiplied by the weights ``class_weight`` gives
 each row (classifiers). Subclasses adapt the dtypes (token ids are integers),
-the sparse formats (``_accept_sparse``) and the checks of ``X``.
+the sparse formats (``_accept_sparse``) and the checks of ``X``. What a fit
+learns of its training rows before the network (a table's column plan, a
+target's scale: the tabular estimators) is learned after the early-stopping
+split and applied to every set of rows (:meth:`InputValidationMixin._learn_plan`).
 """
 
 import numpy as np
@@ -103,6 +106,37 @@ class InputValidationMixin:
         )
         check_finite(X, self._np_dtype, names[0])
         return X, y
+
+    # -- the plan: what a fit learns of its training rows before the network ---------
+    def _split_before_plan(self, Y, rng, validation_args, incremental):
+        """``(train_rows, val_rows)`` when the early-stopping rows must leave before the plan.
+
+        ``None`` (the base): the estimator learns no plan, and the early-stopping
+        split is drawn after the weights, in scikit-learn's MLP's order.
+        """
+        return None
+
+    def _learn_plan(self, X, Y, sample_weight, rows):
+        """Learn, from the training rows ``rows`` of validated ``X``/``Y``, what the
+        network's inputs and targets are made of (the base learns nothing).
+
+        ``sample_weight`` is the user's (checked, without class weights) or None.
+        """
+
+    def _apply_plan(self, X, Y):
+        """``X`` and ``Y`` as the network takes them, by the learned plan (the base: as is)."""
+        return X, Y
+
+    def _model_data(self, X, y, incremental, reset, names=("X", "y")):
+        """``X``, ``y`` validated, the plan learned from all rows (``reset``) and applied.
+
+        For what needs the network's inputs outside a fit's own order: a validation
+        set (``reset=False``) and the memory estimate.
+        """
+        X, Y = self._validate_input(X, y, incremental, reset, names=names)
+        if reset:
+            self._learn_plan(X, Y, None, slice(None))
+        return self._apply_plan(X, Y)
 
     def _fit_sample_weight(self, sample_weight, n_samples, Y, incremental):
         """The weights a fit trains with: ``sample_weight`` times the class weights.

@@ -24,14 +24,14 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array, check_consistent_length
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from sknet.backend import ACTIVATIONS, is_device_array
 from sknet.estimators._layer_list import positive_ints
 from sknet.estimators._neural_net import _NeuralNet
 from sknet.estimators._tabular_network import NUMERIC_EMBEDDINGS, tabular_layers
 from sknet.tabular import TabularEncoder
-from sknet.tabular._columns import as_table
+from sknet.tabular._table import as_table, check_columns
 
 _NAME_WARNINGS = ("X has feature names", "X does not have valid feature names")
 
@@ -44,13 +44,15 @@ class TabularMixin:
     """
 
     _tabular_constraints: dict = {
-        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
-        "numeric_scaling": [StrOptions({"quantile", "robust", "standard"}), None],
+        # the column plan's, as its encoder takes them (one definition)
+        **{
+            name: TabularEncoder._parameter_constraints[name]
+            for name in ("categorical_features", "numeric_scaling", "min_frequency")
+        },
         "numeric_embedding": [StrOptions(set(NUMERIC_EMBEDDINGS)), None],
         "n_bins": [Interval(Integral, 1, None, closed="left")],
         "d_embedding": [Interval(Integral, 1, None, closed="left")],
         "categorical_dims": [Interval(Integral, 1, None, closed="left"), "array-like", None],
-        "min_frequency": [Interval(Integral, 1, None, closed="left"), None],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
@@ -83,33 +85,22 @@ class TabularMixin:
         )
 
     def _table(self, X, reset, name):
-        """``X`` as a table (DataFrame or array), its columns checked against the fit's."""
+        """``X`` as a table (:func:`~sknet.tabular._table.as_table`), its columns checked."""
         table = as_table(X.get() if is_device_array(X) else X, name)
-        validate_data(self, table, skip_check_array=True, reset=reset)
+        check_columns(self, table, reset)
         return table
 
-    def _fit(self, X, y, sample_weight, incremental, validation_args):
-        # The column plan weighs the rows as the loss does (a row of weight 2 counts
-        # twice in its quantiles and category frequencies).
-        weights = sample_weight.get() if is_device_array(sample_weight) else sample_weight
-        self._plan_weights = weights
-        try:
-            return super()._fit(X, y, sample_weight, incremental, validation_args)
-        finally:
-            self.__dict__.pop("_plan_weights", None)
-
-    def _encode(self, table, reset):
-        """The encoded float matrix; on a first fit, the plan learned from ``table``."""
+    def _encode(self, table):
+        """The table encoded by the fitted plan: one float matrix."""
         with warnings.catch_warnings():
             # The estimator has checked the column names already, and said so.
             for message in _NAME_WARNINGS:
                 warnings.filterwarnings("ignore", message=message, category=UserWarning)
-            if reset:
-                weights = self.__dict__.get("_plan_weights")
-                self.encoder_ = self._make_encoder().fit(table, sample_weight=weights)
             return self.encoder_.transform(table)
 
     def _validate_Xy(self, X, y, reset, names=("X", "y"), **kwargs):
+        # The table is checked here and encoded by _apply_plan, once the plan is learned
+        # from the training rows (after the early-stopping split).
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
@@ -118,12 +109,33 @@ class TabularMixin:
         y = check_array(y, ensure_2d=False, dtype=None, input_name=names[1], estimator=self)
         if kwargs.get("y_numeric") and y.dtype.kind == "O":
             y = y.astype(np.float64)
-        check_consistent_length(table, y)
-        return self._encode(table, reset), y
+        check_consistent_length(np.empty((table.shape[0], 0)), y)
+        return table, y
+
+    def _split_before_plan(self, Y, rng, validation_args, incremental):
+        X_val, y_val, _, validation_data = validation_args
+        given = X_val is not None or y_val is not None or validation_data is not None
+        if not self.early_stopping or given or incremental or self.solver == "lbfgs":
+            return None
+        return self._validation_split(Y, rng)
+
+    def _learn_plan(self, X, Y, sample_weight, rows):
+        # The column plan weighs the rows as the loss does (a row of weight 2 counts
+        # twice in its quantiles and category frequencies).
+        weights = None if sample_weight is None else sample_weight[rows]
+        with warnings.catch_warnings():
+            for message in _NAME_WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=UserWarning)
+            self.encoder_ = self._make_encoder().fit(X.take(rows), sample_weight=weights)
+        super()._learn_plan(X, Y, sample_weight, rows)
+
+    def _apply_plan(self, X, Y):
+        X, Y = super()._apply_plan(X, Y)
+        return self._encode(X), Y
 
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        encoded = self._encode(self._table(X, False, "X"), reset=False)
+        encoded = self._encode(self._table(X, False, "X"))
         if is_device_array(X):  # the outputs come back on the device, as X came
             return self.network_.backend.asarray(encoded, self._np_dtype)
         return encoded
@@ -206,27 +218,26 @@ class TargetScaling:
     ``predict`` returns ``outputs * scale + mean``.
     """
 
-    def _validate_input(self, X, y, incremental, reset, names=("X", "y")):
-        X, Y = super()._validate_input(X, y, incremental, reset, names=names)
-        if reset:
-            if self.standardize_target:
-                if self._make_loss().out_activation != "identity":
-                    raise ValueError(
-                        "standardize_target=True needs a loss with an identity output; "
-                        f"loss={self.loss!r} predicts through "
-                        f"{self._make_loss().out_activation!r}. Set standardize_target=False."
-                    )
-                weights = self.__dict__.get("_plan_weights")  # as the rows count
-                if weights is not None:
-                    weights = np.asarray(weights, dtype=np.float64)
-                    if weights.shape != (len(Y),):  # a scalar, or refused later
-                        weights = None
-                mean = np.average(Y, axis=0, weights=weights)
-                scale = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=weights))
-                scale[~(scale > 0)] = 1.0
-            else:
-                mean, scale = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
-            self.target_mean_, self.target_scale_ = mean, scale
+    def _learn_plan(self, X, Y, sample_weight, rows):
+        super()._learn_plan(X, Y, sample_weight, rows)
+        Y = Y[rows]
+        if not self.standardize_target:
+            self.target_mean_, self.target_scale_ = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
+            return
+        if self._make_loss().out_activation != "identity":
+            raise ValueError(
+                "standardize_target=True needs a loss with an identity output; "
+                f"loss={self.loss!r} predicts through "
+                f"{self._make_loss().out_activation!r}. Set standardize_target=False."
+            )
+        weights = None if sample_weight is None else sample_weight[rows]  # as the rows count
+        mean = np.average(Y, axis=0, weights=weights)
+        scale = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=weights))
+        scale[~(scale > 0)] = 1.0
+        self.target_mean_, self.target_scale_ = mean, scale
+
+    def _apply_plan(self, X, Y):
+        X, Y = super()._apply_plan(X, Y)
         return X, (Y - self.target_mean_) / self.target_scale_
 
     def _predict_outputs(self, X):

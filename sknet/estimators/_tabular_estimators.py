@@ -7,9 +7,6 @@ layers); the defaults were chosen on the tables of
 measures.
 """
 
-import inspect
-import re
-
 from sknet.estimators._classifier import NetworkClassifierMixin
 from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
@@ -22,24 +19,12 @@ from sknet.estimators._docs import (
 from sknet.estimators._neural_net import _NeuralNet
 from sknet.estimators._regressor import NetworkRegressorMixin
 from sknet.estimators._tabular import TabularMixin, TargetScaling, tabular_constraints
+from sknet.tabular._encoder import PLAN_COLUMNS_DOC, PLAN_FREQUENCY_DOC
 
 TABULAR_PARAMETERS_DOC = """
-    categorical_features : 'from_dtype', None or array-like of {bool, int, str}, \
-default='from_dtype'
-        Which columns are categorical, as
-        :class:`~sklearn.ensemble.HistGradientBoostingClassifier` takes it:
-        ``None`` (none), a boolean mask, column indices or column names, or
-        ``'from_dtype'``: a DataFrame's ``category``, ``object``, string and
-        ``bool`` columns, an array's boolean columns and the columns of an
-        object array that hold strings. The others are numeric.
-
-    numeric_scaling : {'quantile', 'robust', 'standard'} or None, default='quantile'
-        How numeric columns are scaled before the network, learned from the
-        training rows (see :class:`~sknet.tabular.TabularEncoder`):
-        ``'quantile'`` maps each value to the normal quantile of its rank.
-
+    %(plan_columns)s
     numeric_embedding : {'piecewise_linear', 'periodic'} or None, \
-default='piecewise_linear'
+default=${numeric_embedding}
         How each numeric column enters the network: a piecewise-linear
         encoding over ``n_bins`` quantile bins of the training values, each
         column's then through a linear layer of its own and a ReLU
@@ -48,32 +33,29 @@ default='piecewise_linear'
         (:class:`~sknet.layers.PeriodicEmbedding`, PLR), or the scaled value
         itself (``None``).
 
-    n_bins : int, default=48
+    n_bins : int, default=${n_bins}
         The most quantile bins per numeric column (``'piecewise_linear'``).
 
-    d_embedding : int, default=16
+    d_embedding : int, default=${d_embedding}
         The size of each numeric column's embedding.
 
-    categorical_dims : int, list of int or None, default=None
+    categorical_dims : int, list of int or None, default=${categorical_dims}
         The size of each categorical column's embedding (one for all, or one
         per column); ``None``: :func:`~sknet.layers.embedding_size` of its
         number of categories.
 
-    min_frequency : int or None, default=None
-        Categories seen in fewer training rows share the code of unknown
-        ones (which then learns from them).
-
-    hidden_layer_sizes : array-like of int, default=(128, 128)
+    %(plan_frequency)s
+    hidden_layer_sizes : array-like of int, default=${hidden_layer_sizes}
         The units of each hidden layer of the MLP backbone (ReLU, then
         ``dropout``).
 
-    activation : str, default='relu'
+    activation : str, default=${activation}
         The hidden layers' activation (any of :data:`sknet.backend.ACTIVATIONS`).
 
-    dropout : float, default=0.1
+    dropout : float, default=${dropout}
         Dropout rate after every hidden layer while training.
 
-    n_members : int, default=4
+    n_members : int, default=${n_members}
         Members of the parameter-efficient ensemble (TabM): they share every
         weight matrix and differ by rank-1 adapters and biases
         (:class:`~sknet.layers.EnsembleDense`), train at once on the mean of
@@ -88,7 +70,7 @@ TABULAR_ATTRIBUTES_DOC = """
 """
 
 TARGET_DOC = """
-    standardize_target : bool, default=True
+    standardize_target : bool, default=${standardize_target}
         Train on ``(y - mean) / std`` of the training targets; ``predict``
         maps back. Needs a loss with an identity output (not ``'poisson'``);
         a Huber ``delta`` is then in units of the standard deviation.
@@ -99,31 +81,6 @@ TARGET_ATTRIBUTES_DOC = """
         The training targets' mean and standard deviation (0 and 1 with
         ``standardize_target=False``).
 """
-
-
-def fill_defaults(cls):
-    """Write the defaults of ``cls.__init__`` into its docstring's parameter lines.
-
-    The shared parameter lists (:mod:`sknet.estimators._docs`) state the MLP's
-    defaults; a tabular estimator has others (batch size, early stopping...).
-    """
-    if not cls.__doc__:
-        return
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(cls.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty
-    }
-
-    def replace(match):
-        name, kind = match.group(1), match.group(2)
-        if name not in defaults:
-            return match.group(0)
-        value = defaults[name]
-        text = repr(value) if not isinstance(value, str) else f"'{value}'"
-        return f"    {name} : {kind}, default={text}"
-
-    cls.__doc__ = re.sub(r"^    (\w+) : (.*), default=([^\n]*)$", replace, cls.__doc__, flags=re.M)
 
 
 class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
@@ -171,9 +128,11 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
     >>> clf = TabularClassifier(random_state=0, device="cpu").fit(X, y)
     >>> clf.encoder_.categories_
     [array(['blue', 'red'], dtype=object)]
-    >>> new = pd.DataFrame({"size": [2.0, np.nan, -2.0], "color": ["green", "red", "red"]})
+    >>> new = pd.DataFrame({"size": [2.0, -2.0, -2.0], "color": ["blue", "blue", "red"]})
     >>> clf.predict(new)
-    array(['yes', 'yes', 'yes'], dtype='<U3')
+    array(['yes', 'no', 'yes'], dtype='<U3')
+    >>> clf.predict_proba(pd.DataFrame({"size": [0.5], "color": ["green"]})).shape  # unseen
+    (1, 2)
     """
 
     _parameter_constraints: dict = tabular_constraints(NetworkClassifierMixin)
@@ -300,8 +259,8 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
     >>> reg = TabularRegressor(random_state=0, device="cpu").fit(X, y)
     >>> round(reg.score(X, y), 2) > 0.95
     True
-    >>> reg.target_mean_.round(1)  # it learns (y - mean) / std, and predicts y
-    array([754.6])
+    >>> reg.target_mean_.round(1)  # it learns (y - mean) / std of its training rows
+    array([752.])
     """
 
     _parameter_constraints: dict = {
@@ -398,7 +357,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
 
 
 _CLIP_DOC = """
-    clip_norm : float or None, default=None
+    clip_norm : float or None, default=${clip_norm}
         Rescale each batch's gradient to at most this L2 norm; ``None``: no
         clipping.
 """
@@ -413,12 +372,14 @@ fill_doc(
         + CLASSIFIER_LOSS_DOC
     ),
     attributes=TABULAR_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+    plan_columns=PLAN_COLUMNS_DOC,
+    plan_frequency=PLAN_FREQUENCY_DOC,
 )
 fill_doc(
     TabularRegressor,
     loss=REGRESSOR_LOSS_DOC + TARGET_DOC,
     parameters=TABULAR_PARAMETERS_DOC + TRAINING_PARAMETERS_DOC + _CLIP_DOC,
     attributes=TABULAR_ATTRIBUTES_DOC + TARGET_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
+    plan_columns=PLAN_COLUMNS_DOC,
+    plan_frequency=PLAN_FREQUENCY_DOC,
 )
-fill_defaults(TabularClassifier)
-fill_defaults(TabularRegressor)

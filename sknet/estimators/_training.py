@@ -31,8 +31,14 @@ from sknet.exceptions import DeviceMemoryError
 STOCHASTIC_SOLVERS = ("sgd", "adam", "adamw")
 
 
-def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, incremental, used):
-    """Build or continue the network, then run the trainer (inside the transaction)."""
+def train(
+    est, X, Y, sample_weight, validation, backend, rng, first_pass, incremental, used, split=None
+):
+    """Build or continue the network, then run the trainer (inside the transaction).
+
+    ``split`` is the early-stopping split when the fit drew it before its plan
+    (``(train_rows, val_rows)``); otherwise it is drawn here, after the weights.
+    """
     if first_pass:
         est._initialize(X.shape[1], Y.shape[1], backend, rng)
     else:
@@ -62,6 +68,7 @@ def train(est, X, Y, sample_weight, validation, backend, rng, first_pass, increm
             rng,
             max_epochs=1 if incremental else est.max_iter,
             used=used,
+            split=split,
         )
     xp = backend.xp  # min and max carry NaN and inf: no array of the weights' size made
     if not all(
@@ -130,10 +137,12 @@ def builtin_callbacks(est, incremental):
     return callbacks
 
 
-def train_stochastic(est, trainer, X, Y, sample_weight, validation, rng, max_epochs, used):
+def train_stochastic(
+    est, trainer, X, Y, sample_weight, validation, rng, max_epochs, used, split=None
+):
     train_rows = None
     if est.early_stopping and validation is None:
-        train_rows, val_rows = est._validation_split(Y, rng)
+        train_rows, val_rows = est._validation_split(Y, rng) if split is None else split
         validation = tuple(None if a is None else a[val_rows] for a in (X, Y, sample_weight))
     n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
     batch_size = used["batch_size"] = resolve_batch_size(est.batch_size, n_train)

@@ -19,7 +19,12 @@ import numpy as np
 
 from sknet.layers._base import Layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS, Number
-from sknet.layers._steps import check_sequence_shape, checked_mask, work_arrays
+from sknet.layers._steps import (
+    check_sequence_shape,
+    padded_as_zeros,
+    work_arrays,
+    zero_padded_steps,
+)
 
 
 class RandomDraws:
@@ -302,8 +307,11 @@ class MultiHeadAttention(RandomDraws, Layer):
     Notes
     -----
     Input shape: ``(batch, timesteps, features)``; takes a ``mask`` (the
-    estimators' ``padding_value``): padded keys get no weight, and a query
-    with no key left gets zero weights (its output is ``bo``). Output shape:
+    estimators' ``padding_value``, or any array-like of booleans): padded
+    steps enter as zeros (what they hold, NaN included, changes no output and
+    no gradient), padded keys get no weight, and a query with no key left
+    gets zero weights (its output is ``bo``). With the padded steps holding
+    zeros, PyTorch's ``key_padding_mask`` gives the same outputs. Output shape:
     ``(batch, timesteps, features)``, or ``(batch, query_steps, features)``.
 
     Examples
@@ -384,13 +392,15 @@ class MultiHeadAttention(RandomDraws, Layer):
         return max(self._heads * Tq * T, 3 * T * self._heads * self._key_dim, T * F)
 
     def forward(self, X, *, training, mask=None):
-        key_mask = checked_mask(self, X, mask)
+        X, mask = padded_as_zeros(self, X, mask)
+        key_mask = mask
         if key_mask is not None and self._query_steps is not None:
             key_mask = key_mask[:, self._query_steps :]
         u = self.draws(X.shape[0]).get("attention") if training else None
         if training:
-            self._cache = {}
+            self._cache = {"mask": mask}
         return attention_forward(self, X, key_mask, training, u)
 
     def backward(self, dY):
-        return attention_backward(self, dY, self.trainable, not self.skip_input_grad)
+        dX = attention_backward(self, dY, self.trainable, not self.skip_input_grad)
+        return zero_padded_steps(dX, self._cache["mask"])

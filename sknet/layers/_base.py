@@ -16,8 +16,10 @@ from sknet.layers._contract import (
     checked_forward,
     checked_sublayers,
     checked_values_per_sample,
+    with_checked_input,
     with_training_parameters,
 )
+from sknet.layers._steps import as_mask
 from sknet.layers._tree import TreeNode, apply_container_flags
 
 _TRAINABLE_DOC = """\
@@ -113,8 +115,10 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
     :meth:`forward_with_mask`. Layers nest at most 64 deep (a deeper tree is
     a ValueError before anything is copied or built).
 
-    What a layer written outside sknet returns is checked before anything
-    else uses it: ``forward``'s output must have the shape its ``build``
+    A built layer's ``forward`` given samples of another shape than
+    ``input_shape_`` is a ValueError naming the layer and both shapes. What a
+    layer written outside sknet returns is checked before anything else uses
+    it: ``forward``'s output must have the shape its ``build``
     declared (per sample) and the input's dtype, ``backward``'s gradient the
     shape and dtype of the input; a mismatch is a ValueError naming the layer
     and both shapes. Its ``build`` must call ``super().build`` and return a
@@ -214,6 +218,8 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
             if "values_per_sample" in cls.__dict__:
                 cls.values_per_sample = checked_values_per_sample(cls.values_per_sample)
             cls.backward = checked_backward(cls.backward)
+        if "forward" in cls.__dict__:  # every layer: samples of the shape it was built for
+            cls.forward = with_checked_input(cls.forward)
 
     @classmethod
     @functools.cache
@@ -311,10 +317,12 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
         How a network runs its layers, and a container its sublayers: a mask
         of more axes than ``(batch, timesteps)`` reaches a layer without
         sublayers as ``(batch, timesteps)`` (a step is real if any of its
-        substeps is).
+        substeps is). ``mask``: any array-like of booleans (else a TypeError
+        naming it); padded steps enter the stock layers as zeros.
         """
         if mask is None or not self.supports_mask:
             return self.forward(X, training=training)
+        mask = as_mask(self, mask)  # any array-like of booleans
         if mask.ndim > 2 and not self.sublayers():
             mask = mask.reshape(mask.shape[:2] + (-1,)).any(axis=2)
         return self.forward(X, training=training, mask=mask)

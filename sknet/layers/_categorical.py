@@ -13,10 +13,10 @@ import numpy as np
 from sklearn.utils._param_validation import validate_params
 
 from sknet.layers._base import Layer
-from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
+from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS, Count
 
 
-@validate_params({"cardinality": [POSITIVE_INT]}, prefer_skip_nested_validation=True)
+@validate_params({"cardinality": [Count(0)]}, prefer_skip_nested_validation=True)
 def embedding_size(cardinality):
     """The embedding size :class:`CategoricalEmbedding` gives a column by default.
 
@@ -152,7 +152,9 @@ class CategoricalEmbedding(Layer):
     ----------
     cardinalities : list of int
         The number of categories of each column (missing and unknown not
-        counted).
+        counted); 0 for a column that has none (all missing in the training
+        rows, or every level rarer than a ``min_frequency``): its table then
+        has the missing and the unknown rows alone.
     dims : int, list of int or None, default=None
         The size of each column's vectors: one for all, one per column, or
         ``None`` for :func:`embedding_size` of each cardinality.
@@ -219,12 +221,13 @@ class CategoricalEmbedding(Layer):
             not isinstance(cards, (list, tuple))
             or not cards
             or any(
-                not isinstance(c, (Integral, np.integer)) or isinstance(c, bool) or c < 1
+                not isinstance(c, (Integral, np.integer)) or isinstance(c, bool) or c < 0
                 for c in cards
             )
         ):
             raise ValueError(
-                f"cardinalities must be a non-empty list of positive integers, got {cards!r}"
+                "cardinalities must be a non-empty list of integers >= 0 (0: a column with "
+                f"no category, its missing and unknown codes only), got {cards!r}"
             )
         cards = [int(c) for c in cards]
         dims = self.dims

@@ -13,6 +13,10 @@ layer class written outside sknet:
   (:func:`check_build_output`); :func:`checked_sublayers` and
   :func:`checked_values_per_sample`: an overridden ``sublayers`` returns a
   list of layers, ``values_per_sample`` a positive integer;
+- :func:`with_checked_input` (every layer class, the stock ones too): a
+  built layer's ``forward`` given samples of another shape than it was built
+  for is a ValueError naming the layer and both shapes, not a broadcasting
+  error from inside its arithmetic;
 - :func:`checked_forward` and :func:`checked_backward`: what the user's
   ``forward`` and ``backward`` return is checked for shape and dtype before
   the next layer (and its kernels) sees it, with a ValueError naming the
@@ -248,6 +252,43 @@ def check_backward_output(layer, dY, dX):
             f"{name}.backward returned a {dX.dtype} gradient for {dY.dtype} outputs; "
             "keep the dtype of dY"
         )
+
+
+def check_forward_input(layer, X):
+    """A ValueError naming ``layer`` and both shapes unless ``X`` holds samples it was built for.
+
+    Once per call (a tuple comparison): a built layer given samples of another
+    shape would fail inside its arithmetic with a broadcasting error naming
+    no layer, or broadcast silently. An unbuilt layer, or an input without a
+    shape, is left to the layer.
+    """
+    expected = layer.__dict__.get("input_shape_")
+    shape = getattr(X, "shape", None)
+    if expected is None or shape is None or tuple(shape[1:]) == expected:
+        return
+    raise ValueError(
+        f"{layer_name(layer)}.forward: built for samples of shape {expected}, got a batch "
+        f"of shape {tuple(shape)} (samples of shape {tuple(shape[1:])}); give it batches "
+        f"of shape {_shape_text(expected)}, or build it again for the new shape"
+    )
+
+
+def with_checked_input(forward):
+    """``forward`` refusing inputs of another sample shape (:func:`check_forward_input`).
+
+    What :class:`~sknet.layers.Layer` wraps every layer class's ``forward``
+    with, the stock layers' too.
+    """
+    if getattr(forward, "_sknet_input_checked", False):
+        return forward
+
+    @functools.wraps(forward)
+    def run(layer, X, *args, **kwargs):
+        check_forward_input(layer, X)
+        return forward(layer, X, *args, **kwargs)
+
+    run._sknet_input_checked = True
+    return run
 
 
 def checked_forward(forward):

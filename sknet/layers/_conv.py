@@ -62,15 +62,18 @@ def check_image_shape(layer, input_shape):
     return input_shape
 
 
-def output_size(layer, input_shape, kernel, stride, padding):
+def output_size(layer, input_shape, kernel, stride, padding, name="kernel_size"):
+    """``(OH, OW)``, or a ValueError naming ``name`` (the layer's window parameter) and sizes."""
     C, H, W = input_shape
     OH = conv_outsize(H, kernel[0], stride[0], padding[0])
     OW = conv_outsize(W, kernel[1], stride[1], padding[1])
     if OH < 1 or OW < 1:
+        largest = (H + 2 * padding[0], W + 2 * padding[1])
+        same = kernel[0] % 2 and kernel[1] % 2 and layer.padding != "same"
         raise ValueError(
-            f"{type(layer).__name__}: the window {kernel} does not fit in images of "
-            f"size {(H, W)} with padding {padding}; use smaller windows or "
-            "padding='same'"
+            f"{type(layer).__name__}: {name}={getattr(layer, name)!r} does not fit in images "
+            f"of size {(H, W)} with padding {padding} (windows of {kernel}); give a {name} "
+            f"of at most {largest}" + (", or padding='same'" if same else "")
         )
     return OH, OW
 

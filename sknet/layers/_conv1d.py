@@ -42,13 +42,16 @@ def steps_padding(padding, steps, window, stride, name="padding"):
     raise ValueError(f"{name} must be 'valid', 'same' or a non-negative int, got {padding!r}")
 
 
-def steps_out(layer, steps, window, stride, padding):
-    """Number of windows, or a ValueError when none fits."""
+def steps_out(layer, steps, window, stride, padding, name="kernel_size"):
+    """Number of windows, or a ValueError naming ``name`` (the window parameter) when none fits."""
     out = (steps + padding[0] + padding[1] - window) // stride + 1
     if out < 1:
+        dilation = getattr(layer, "_dilation", 1)
+        largest = (steps + padding[0] + padding[1] - 1) // dilation + 1
         raise ValueError(
-            f"{type(layer).__name__}: a window of {window} steps does not fit in sequences "
-            f"of {steps} steps with padding {padding}; use a smaller window or padding='same'"
+            f"{type(layer).__name__}: {name}={getattr(layer, name)!r} does not fit in "
+            f"sequences of {steps} steps with padding {padding} (windows of {window} steps); "
+            f"give a {name} of at most {largest}, or padding='same'"
         )
     return out
 

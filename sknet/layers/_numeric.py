@@ -20,6 +20,7 @@ from sknet.backend import activation_needs_input
 from sknet.layers._base import Layer
 from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRAINTS, Number
 from sknet.layers._dense import _check_activation
+from sknet.tabular._numeric import bin_edges
 
 
 @validate_params({"X": ["array-like"]}, prefer_skip_nested_validation=True)
@@ -28,10 +29,12 @@ def quantile_bins(X, n_bins=48):
 
     For each column, the edges are the ``n_bins + 1`` quantiles at
     ``0, 1/n_bins, ..., 1`` of its finite values (NaN and infinities are
-    ignored), with repeated edges removed, so a column of few distinct values
-    gets fewer bins. A column with fewer than two distinct finite values gets
-    one bin ``[v - 0.5, v + 0.5]`` around its value ``v`` (``[-0.5, 0.5]``
-    when it has none): its encoding is then a constant, and the column is
+    ignored; NumPy's ``'averaged_inverted_cdf'`` quantiles, the edges a
+    tabular estimator's plan gives in ``encoder_.bins_``), with repeated
+    edges removed, so a column of few distinct values gets fewer bins. A
+    column with fewer than two distinct finite values gets one bin
+    ``[v - 0.5, v + 0.5]`` around its value ``v`` (``[-0.5, 0.5]`` when it
+    has none): its encoding is then a constant, and the column is
     kept so that the columns of ``X`` and of the encoding stay aligned.
 
     Parameters
@@ -60,16 +63,8 @@ def quantile_bins(X, n_bins=48):
     X = np.asarray(X.get() if hasattr(X, "get") else X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    levels = np.linspace(0.0, 1.0, int(n_bins) + 1)
-    bins = []
-    for column in X.T:  # one quantile computation per feature, not per sample
-        finite = column[np.isfinite(column)]
-        edges = np.unique(np.quantile(finite, levels)) if finite.size else np.empty(0)
-        if edges.size < 2:
-            center = float(edges[0]) if edges.size else 0.0
-            edges = np.array([center - 0.5, center + 0.5])
-        bins.append(edges)
-    return bins
+    # The tabular plan's rule (averaged inverted-CDF quantiles, NaN skipped): one definition.
+    return bin_edges(np.where(np.isinf(X), np.nan, X), int(n_bins))
 
 
 def _checked_bins(bins):

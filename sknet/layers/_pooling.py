@@ -33,7 +33,9 @@ class _Pool2D(Layer):
                 f"{type(self).__name__}: padding {self._padding} must be at most half "
                 f"the pool size {self._kernel}, or some windows hold only padding"
             )
-        OH, OW = output_size(self, self.input_shape_, self._kernel, self._stride, self._padding)
+        OH, OW = output_size(
+            self, self.input_shape_, self._kernel, self._stride, self._padding, "pool_size"
+        )
         self.output_shape_ = (C, OH, OW)
         return self.output_shape_
 

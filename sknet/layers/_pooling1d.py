@@ -36,7 +36,8 @@ class _Pool1D(Layer):
                 f"{type(self).__name__}: padding {self._padding} must be at most half the "
                 f"pool size {self._k}, or some windows hold only padding"
             )
-        self.output_shape_ = (steps_out(self, T, self._k, self._s, self._padding), C)
+        OT = steps_out(self, T, self._k, self._s, self._padding, "pool_size")
+        self.output_shape_ = (OT, C)
         return self.output_shape_
 
     def _padded(self, X, value, buffer):

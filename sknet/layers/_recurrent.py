@@ -9,13 +9,16 @@ matrix product each.
 
 A mask ``(batch, timesteps)`` marks the real steps of padded sequences: on a
 masked step the state is carried over unchanged, so padding, before or after
-the sequence, changes neither the outputs at real steps nor the final state.
+the sequence, changes neither the outputs at real steps nor the final state;
+padded steps enter as zeros, so what they hold (NaN included) reaches no
+gradient either.
 """
 
 import numpy as np
 
 from sknet.layers._base import Layer
 from sknet.layers._constraints import ACTIVATION, POSITIVE_INT, TRAINING_CONSTRAINTS
+from sknet.layers._steps import padded_as_zeros
 
 
 def _orthogonal(rng, n, n_blocks):
@@ -105,6 +108,7 @@ class _Recurrent(Layer):
     # -- forward ---------------------------------------------------------------
     def forward(self, X, *, training, mask=None):
         xp = self.xp
+        X, mask = padded_as_zeros(self, X, mask)
         N, T, _ = X.shape
         H = int(self.units)
         outputs, caches = [], []
@@ -345,6 +349,7 @@ class LSTM(_Recurrent):
     # bias included; after the loop, one product A^T dG gives dU, dW and db.
     def forward(self, X, *, training, mask=None):
         backend, xp = self.backend_, self.xp
+        X, mask = padded_as_zeros(self, X, mask)
         N, T, F = X.shape
         H = int(self.units)
         K = H + F + 1
@@ -470,6 +475,7 @@ class GRU(_Recurrent):
     # one product h_prev U, and after the loop two products give dW and dU.
     def forward(self, X, *, training, mask=None):
         backend, xp, p = self.backend_, self.xp, self.params
+        X, mask = padded_as_zeros(self, X, mask)
         N, T, F = X.shape
         H = int(self.units)
         # sigmoid(x) = (tanh(x / 2) + 1) / 2: the update and reset columns halved

@@ -7,7 +7,7 @@ import numpy as np
 from sknet.backend import get_array_module
 from sknet.layers._base import Layer, build_layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
-from sknet.layers._steps import checked_mask
+from sknet.layers._steps import as_mask, padded_as_zeros
 
 
 class Embedding(Layer):
@@ -217,6 +217,7 @@ class TimeDistributed(Layer):
 
     def forward(self, X, *, training, mask=None):
         N, T = X.shape[:2]
+        mask = as_mask(self, mask)
         inner = None if mask is None or mask.ndim < 3 else mask.reshape((N * T,) + mask.shape[2:])
         Y = self.layer_.forward_with_mask(
             X.reshape((N * T,) + X.shape[2:]), training=training, mask=inner
@@ -294,7 +295,7 @@ class GlobalAvgPool1D(Layer):
 
     def forward(self, X, *, training, mask=None):
         xp = self.xp
-        mask = checked_mask(self, X, mask)
+        X, mask = padded_as_zeros(self, X, mask)
         if mask is None:
             weights = xp.full(X.shape[:2], 1.0 / X.shape[1], dtype=X.dtype)
         else:

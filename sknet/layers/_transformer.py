@@ -18,7 +18,12 @@ from sknet.layers._attention import (
 from sknet.layers._base import Layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS, Number
 from sknet.layers._layer_norm import check_epsilon, layer_norm_rows, layer_norm_rows_backward
-from sknet.layers._steps import check_sequence_shape, checked_mask, work_arrays
+from sknet.layers._steps import (
+    check_sequence_shape,
+    padded_as_zeros,
+    work_arrays,
+    zero_padded_steps,
+)
 
 _ACTIVATIONS = ("relu", "gelu")
 
@@ -84,7 +89,9 @@ class TransformerEncoderBlock(RandomDraws, Layer):
     Notes
     -----
     Input shape: ``(batch, timesteps, features)``; takes a ``mask`` (the
-    estimators' ``padding_value``): padded steps are never attended to.
+    estimators' ``padding_value``, or any array-like of booleans): padded
+    steps enter as zeros (what they hold, NaN included, changes no output and
+    no gradient) and are never attended to.
     Output shape: same as input.
 
     Examples
@@ -190,11 +197,11 @@ class TransformerEncoderBlock(RandomDraws, Layer):
 
     # -- forward ------------------------------------------------------------------
     def forward(self, X, *, training, mask=None):
-        mask = checked_mask(self, X, mask)
+        X, mask = padded_as_zeros(self, X, mask)
         N, T, F = X.shape
         u = self.draws(N) if training else {}
         if training:
-            self._cache = {}
+            self._cache = {"mask": mask}
         if self.norm_first:
             H1 = layer_norm_rows(self, X.reshape(N * T, F), "1", training).reshape(X.shape)
             A = attention_forward(self, H1, mask, training, u.get("attention"))
@@ -260,14 +267,16 @@ class TransformerEncoderBlock(RandomDraws, Layer):
             dA = self._undrop(dR1, "r1").reshape(N, T, F)
             dH1 = attention_backward(self, dA, train, True)
             dX = layer_norm_rows_backward(self, dH1.reshape(N * T, F), "1", train)
-            return (dX + dR1).reshape(N, T, F) if need_dX else None
+            dX = (dX + dR1).reshape(N, T, F) if need_dX else None
+            return zero_padded_steps(dX, self._cache["mask"])
         # Y = LN2(R2), R2 = H1 + drop(FF(H1)), H1 = LN1(R1), R1 = X + drop(A(X))
         dR2 = layer_norm_rows_backward(self, dY.reshape(N * T, F), "2", train)
         dH1 = self._feed_forward_backward(self._undrop(dR2, "r2"), train)
         dH1 += dR2
         dR1 = layer_norm_rows_backward(self, dH1, "1", train)
         dX = attention_backward(self, self._undrop(dR1, "r1").reshape(N, T, F), train, need_dX)
-        return None if dX is None else dX + dR1.reshape(N, T, F)
+        dX = None if dX is None else dX + dR1.reshape(N, T, F)
+        return zero_padded_steps(dX, self._cache["mask"])
 
     def _undrop(self, dZ, key):
         """The gradient through a branch's dropout (a new array when there is one)."""

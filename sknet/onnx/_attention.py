@@ -6,7 +6,8 @@ sqrt(key_dim)``, the heads as a reshape and a transpose, one batched
 product for the scores and one for the outputs. With a padding mask or a
 causal one, padded (or later) keys get no weight and a query left with no
 key gets zero weights, as sknet's masked softmax gives them; without, the
-softmax is ONNX's. Dropout is the identity at prediction time.
+softmax is ONNX's. With a mask, padded steps enter as zeros (a ``Where``), as
+the layers take them. Dropout is the identity at prediction time.
 """
 
 import math
@@ -81,7 +82,7 @@ def attention(builder, layer, X, key_mask):
 
 
 def convert_multi_head_attention(builder, layer, X):
-    return attention(builder, layer, X, builder.mask)
+    return attention(builder, layer, builder.padded_as_zeros(X), builder.mask)
 
 
 def _feed_forward(builder, layer, X):
@@ -95,6 +96,8 @@ def convert_transformer_block(builder, layer, X):
 
     def norm(Z, k):
         return layer_norm(builder, Z, p["gamma" + k], p["beta" + k], epsilon)
+
+    X = builder.padded_as_zeros(X)
 
     if layer.norm_first:
         R1 = builder.node("Add", [X, attention(builder, layer, norm(X, "1"), builder.mask)])

@@ -215,6 +215,18 @@ class GraphBuilder:
         finally:
             self.mask, self._mask_ndim = saved
 
+    def padded_as_zeros(self, X):
+        """``X`` (batch, timesteps, ...) with the padded steps (``mask`` false) as zeros.
+
+        What a layer that takes a mask sees (``sknet.layers._steps.padded_as_zeros``):
+        a ``Where``, not a product with the mask (``0 * NaN`` is NaN). ``X`` as
+        it is without a mask.
+        """
+        if self.mask is None:
+            return X
+        real = self.unsqueeze(self.mask, [2])  # (batch, timesteps, 1)
+        return self.node("Where", [real, X, self.constant(0.0)], "padded_as_zeros")
+
     @property
     def mask_ndim(self):
         """The number of axes of ``mask`` (``(batch, timesteps, ...)``)."""

@@ -22,8 +22,7 @@ from sknet.onnx._outputs import (
     is_classifier,
     output_activation,
 )
-from sknet.onnx._tabular import table_inputs
-from sknet.tabular import TabularEncoder
+from sknet.onnx._tabular import plan_of, table_inputs
 
 #: the opsets of the other domains a graph may use (ai.onnx.ml's LabelEncoder-2)
 _DOMAIN_OPSETS = {"ai.onnx.ml": 3}
@@ -107,7 +106,9 @@ def input_mask(builder, network, X):
         pad = builder.constant(np.array(int(value), np.int64), "padding_value")
         return builder.node("Not", [builder.node("Equal", [X, pad])], "mask"), 2
     ndim = len(network.input_shape)  # the mask drops the features axis
-    pad = builder.constant(np.array(value), "padding_value")
+    # in the input's dtype, whatever the number's (0 is an int: an int64 constant
+    # beside a float input is a model ONNX Runtime refuses to load)
+    pad = builder.constant(np.array(value, dtype=builder.dtype), "padding_value")
     differs = builder.node("Not", [builder.node("Equal", [X, pad])])
     return builder.any(differs, [ndim]), ndim
 
@@ -129,7 +130,13 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
     :func:`~sknet.onnx.register_converter`. The model computes what ``predict`` and
     ``predict_proba`` compute: Dropout is the identity, BatchNorm uses its
     running statistics, recurrent layers carry their state over padded steps
-    (``padding_value``), an ensemble averages its members' predictions.
+    (``padding_value``, compared in the input's dtype) and the other layers
+    that take the padding mask see padded steps as zeros, an ensemble
+    averages its members' predictions. Where ``predict`` refuses its input
+    the graph cannot: an ``Embedding``'s token id outside ``[0, input_dim)``
+    gives the zero vector (on every runtime, never another token's row, as
+    ONNX's ``Gather`` would read a negative id from the end of the table);
+    check the ids before the session where they must be refused.
 
     Parameters
     ----------
@@ -161,7 +168,9 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
         scikit-learn's classifiers with ``zipmap=False``; a regressor has
         ``'variable'``, of shape ``(n, n_outputs_)``, a FeatureExtractor
         ``'variable'`` of its features, one flat row per sample. A tabular
-        estimator takes its table as one input per column (see the user
+        estimator (or a FeatureExtractor over one) takes its table as one
+        input per column, then a boolean ``'missingindicator_<column>'``
+        per column of strings, true where it is missing (see the user
         guide).
 
     Raises
@@ -203,20 +212,28 @@ def to_onnx(estimator, *, target_opset=None, dtype=None, flat_input=False):
     output = check_output(estimator)
     network = estimator.network_
     infos, X = model_inputs(builder, estimator, flat_input)
-    Z = network_outputs(builder, network, X)
-    members = getattr(network.layers[-1], "n_members_", None) is not None
-    P = output_activation(builder, output, Z, members)
-    if hasattr(estimator, "target_scale_"):  # standardized targets, mapped back
-        P = builder.node("Mul", [P, builder.constant(estimator.target_scale_, "target_scale")])
-        P = builder.node("Add", [P, builder.constant(estimator.target_mean_, "target_mean")])
+    P = predictions(builder, estimator, output, network_outputs(builder, network, X))
     outputs = _graph_outputs(builder, estimator, P)
     return make_model(builder, infos, outputs, type(estimator).__name__)
 
 
+def predictions(builder, estimator, output, Z):
+    """The loss's ``output`` of the network's raw outputs ``Z``, targets mapped back.
+
+    What ``predict_proba`` (a classifier) or ``predict`` (a regressor) returns.
+    """
+    members = getattr(estimator.network_.layers[-1], "n_members_", None) is not None
+    P = output_activation(builder, output, Z, members)
+    if hasattr(estimator, "target_scale_"):  # standardized targets, mapped back
+        P = builder.node("Mul", [P, builder.constant(estimator.target_scale_, "target_scale")])
+        P = builder.node("Add", [P, builder.constant(estimator.target_mean_, "target_mean")])
+    return P
+
+
 def model_inputs(builder, estimator, flat_input):
     """The graph's inputs (value infos) and the tensor the network's first layer takes."""
-    encoder = getattr(estimator, "encoder_", None)
-    if isinstance(encoder, TabularEncoder):  # a table's columns first
+    encoder = plan_of(estimator)
+    if encoder is not None:  # a table's columns, through its column plan
         return table_inputs(builder, encoder)
     info, X = network_input(builder, estimator, flat_input)
     return [info], X

@@ -1,13 +1,17 @@
 """skl2onnx's converters for sknet's estimators, so ``skl2onnx.to_onnx`` takes them in pipelines.
 
-:func:`register_onnx_converters` registers every network estimator (the
-tabular ones excepted: their table is not one tensor) and the
+:func:`register_onnx_converters` registers every network estimator and the
 FeatureExtractor with skl2onnx. Each converter writes, into skl2onnx's
 graph, the nodes :func:`~sknet.onnx.to_onnx` writes (the same converters of
 layers, users' registered ones included), from the tensor skl2onnx hands
 it: flat rows, reshaped to ``input_shape_``, computed in the input's float
-type. A classifier's outputs are the label and probability tensors of
-skl2onnx's classifiers (a ZipMap follows unless ``zipmap=False``).
+type. A tabular estimator, or a FeatureExtractor over one, applies its
+column plan first, by the function ``to_onnx`` applies it with
+(``sknet.onnx._tabular.encode_table``), to the inputs skl2onnx is given:
+the table's columns, named as ``to_onnx`` names them, and the graph
+computes in the float type of the first. A classifier's outputs are the
+label and probability tensors of skl2onnx's classifiers (a ZipMap follows
+unless ``zipmap=False``).
 """
 
 import numpy as np
@@ -23,18 +27,22 @@ from sknet.estimators import (
     NeuralNetRegressor,
     RNNClassifier,
     RNNRegressor,
+    TabularClassifier,
+    TabularRegressor,
 )
 from sknet.onnx._builder import MIN_OPSET, GraphBuilder
-from sknet.onnx._export import network_outputs
-from sknet.onnx._outputs import (
-    check_output,
-    classifier_outputs,
-    is_classifier,
-    output_activation,
-)
+from sknet.onnx._export import network_outputs, predictions
+from sknet.onnx._outputs import check_output, classifier_outputs, is_classifier
+from sknet.onnx._tabular import GivenInput, given_table, plan_of
 
-_CLASSIFIERS = (ConvNetClassifier, MLPClassifier, NeuralNetClassifier, RNNClassifier)
-_REGRESSORS = (ConvNetRegressor, MLPRegressor, NeuralNetRegressor, RNNRegressor)
+_CLASSIFIERS = (
+    ConvNetClassifier,
+    MLPClassifier,
+    NeuralNetClassifier,
+    RNNClassifier,
+    TabularClassifier,
+)
+_REGRESSORS = (ConvNetRegressor, MLPRegressor, NeuralNetRegressor, RNNRegressor, TabularRegressor)
 
 
 class _ScopeNames:
@@ -67,6 +75,7 @@ def _tensor_kinds():
 
 
 def _float_type(operator):
+    """The dtype the graph computes in: its first input's, as skl2onnx's converters guess it."""
     kinds = _tensor_kinds()
     double = isinstance(operator.inputs[0].type, kinds["f8"])
     return (np.float64, kinds["f8"]) if double else (np.float32, kinds["f4"])
@@ -113,19 +122,14 @@ def _convert(scope, operator, container):
     builder = GraphBuilder(dtype, opset)
     builder._names = _ScopeNames(scope)
     network = estimator.network_
-    X = operator.inputs[0].full_name
-    shape = tuple(network.input_shape)
-    if len(shape) > 1 and not getattr(network.layers[0], "takes_token_ids", False):
-        X = builder.reshape(X, (-1, *shape))  # flat rows, as predict reshapes them
+    X = _network_input(builder, operator, estimator)
     outputs = [o.full_name for o in operator.outputs]
     if isinstance(model, FeatureExtractor):
         Z = network_outputs(builder, network, X, stop=model._stop)
         results = [builder.node("Flatten", [Z], axis=1)]
     else:
         output = check_output(estimator)
-        Z = network_outputs(builder, network, X)
-        members = getattr(network.layers[-1], "n_members_", None) is not None
-        P = output_activation(builder, output, Z, members)
+        P = predictions(builder, estimator, output, network_outputs(builder, network, X))
         results = [P]
         if is_classifier(estimator):
             labels, proba = classifier_outputs(builder, estimator, P)
@@ -137,6 +141,28 @@ def _convert(scope, operator, container):
     for source, target in zip(results, outputs):
         name = scope.get_unique_operator_name("Identity")
         container.add_node("Identity", [source], [target], name=name)
+
+
+def _network_input(builder, operator, estimator):
+    """The tensor the network's first layer takes, from the inputs skl2onnx gives."""
+    encoder = plan_of(estimator)
+    if encoder is not None:  # the table's columns, through its column plan
+        given = [_given(variable) for variable in operator.inputs]
+        return given_table(builder, encoder, given, type(operator.raw_operator).__name__)
+    network = estimator.network_
+    X = operator.inputs[0].full_name
+    shape = tuple(network.input_shape)
+    if len(shape) > 1 and not getattr(network.layers[0], "takes_token_ids", False):
+        X = builder.reshape(X, (-1, *shape))  # flat rows, as predict reshapes them
+    return X
+
+
+def _given(variable):
+    """A skl2onnx variable as the column plan takes it (see GivenInput)."""
+    shape = list(getattr(variable.type, "shape", None) or [])
+    width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
+    element = variable.type.to_onnx_type().tensor_type.elem_type
+    return GivenInput(variable.raw_name, variable.full_name, element, width, repr(variable.type))
 
 
 def _nocl(options, model):
@@ -173,12 +199,17 @@ def register_onnx_converters():
     """Register sknet's network estimators and FeatureExtractor with skl2onnx.
 
     After this call, ``skl2onnx.to_onnx`` and ``skl2onnx.convert_sklearn``
-    take sknet's MLP, ConvNet, RNN and NeuralNet estimators and
+    take sknet's MLP, ConvNet, RNN, NeuralNet and Tabular estimators and
     FeatureExtractor, alone or inside a Pipeline, writing the graph
     :func:`~sknet.onnx.to_onnx` writes (from flat rows, the type skl2onnx
-    gives them: float32 or float64). Classifiers take skl2onnx's ``zipmap``
-    and ``nocl`` (class indices for labels) options. Calling it again is
-    harmless.
+    gives them: float32 or float64). A tabular estimator, or a
+    FeatureExtractor over one, applies its column plan to the initial
+    types: the inputs ``to_onnx`` gives its graph (one ``(N, 1)`` per column,
+    named after it, numbers of any type or strings, then a boolean
+    ``'missingindicator_<column>'`` per column of strings), or one tensor of
+    every column in order when all are numbers; other inputs are refused.
+    Classifiers take skl2onnx's ``zipmap`` and ``nocl`` (class indices for
+    labels) options. Calling it again is harmless.
 
     Examples
     --------

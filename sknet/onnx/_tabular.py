@@ -1,28 +1,46 @@
 """A tabular estimator's column plan as ONNX nodes: scaling, imputation, indicators, codes.
 
+:func:`plan_of` says whether an estimator applies a column plan (a fitted
+:class:`~sknet.tabular.TabularEncoder`, its ``encoder_``) before its network,
+and :func:`encode_table` writes that plan: both exporters go through them,
+:func:`~sknet.onnx.to_onnx` with the inputs :func:`table_inputs` declares,
+skl2onnx's converter with the inputs its initial types declare
+(:func:`given_table`).
+
 The graph takes the table as skl2onnx takes a DataFrame: one input per
 column, named after it, of shape ``(n, 1)``: float64 for numeric columns and
 categorical columns of numbers (booleans as 0/1), strings for categorical
-columns of strings. A table without column names whose columns are all
-numbers is one float64 input ``'X'`` ``(n, n_features_in_)``. As
-:class:`~sknet.tabular.TabularEncoder` does, and in float64 as it does:
+columns of strings. A column named ``''`` (no ONNX value has an empty name) is
+the input ``'x<j>'``, ``j`` its position, as the columns of a table without
+names are. After the columns, each categorical column of strings has a
+boolean input ``'missingindicator_<input>'`` ``(n, 1)``, true where its value
+is missing (None, NaN, ``pd.NA``): a string tensor holds no missing value,
+and no string stands for one, the empty string being a value like any other
+(the string a missing row holds is not read). A table without column names
+whose columns are all numbers is one float64 input ``'X'`` ``(n,
+n_features_in_)``. As :class:`~sknet.tabular.TabularEncoder` does, from its
+public attributes, and in float64 as it does:
 
-- a missing number (NaN) is put at its column's median, with a 0/1
-  indicator where the training rows had missing values;
-- ``'standard'`` and ``'robust'`` scalings subtract and divide; the
-  ``'quantile'`` map is NumPy's ``interp`` of the reference quantiles,
-  forward and backward averaged, then the normal quantile function (Wichura's
-  algorithm AS241, exact to float64 rounding: ONNX has no inverse ``erf``);
+- a missing number (NaN) is put at its column's median (``medians_``), with
+  a 0/1 indicator for the columns of ``indicator_features_``;
+- ``'standard'`` and ``'robust'`` scalings subtract ``offsets_`` and divide
+  by ``scales_``; the ``'quantile'`` map is NumPy's ``interp`` of the
+  reference quantiles (``quantiles_``), forward and backward averaged, then
+  the normal quantile function (Wichura's algorithm AS241, exact to float64
+  rounding: ONNX has no inverse ``erf``);
 - a category is coded ``1..K`` in sorted order, ``K + 1`` when unknown and 0
-  when missing: NaN for numbers, the empty string for strings (unless it is a
-  category), looked up with ai.onnx.ml's LabelEncoder for strings.
+  when missing (NaN for numbers, the missing input for strings), looked up
+  with ai.onnx.ml's LabelEncoder for strings.
 
 The encoded matrix then goes to the network in the graph's dtype.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from sknet.onnx._builder import tensor_type
+from sknet.tabular import TabularEncoder
 
 _BOUND = 1e-7  # the normal quantiles stop at those of 1e-7 and 1 - 1e-7
 _F64 = np.float64
@@ -123,21 +141,21 @@ def _quantile_rank(builder, x, quantiles):
 
 def _numeric_columns(builder, encoder, columns):
     """The scaled numeric columns (each (n, 1), float64) and the indicators."""
-    scaler = encoder._scaler
+    quantiles, offsets, scales = encoder.quantiles_, encoder.offsets_, encoder.scales_
     scaled, ranks, zeros = [], [], []
     missing = [builder.node("IsNaN", [x]) for x in columns]
     for i, (x, nan) in enumerate(zip(columns, missing)):
-        x = builder.node("Where", [nan, _c(builder, scaler.medians_[i]), x])
-        if scaler.scaling == "quantile":
-            rank = _quantile_rank(builder, x, np.asarray(scaler.quantiles_[i], _F64))
+        x = builder.node("Where", [nan, _c(builder, encoder.medians_[i]), x])
+        if quantiles is not None:
+            rank = _quantile_rank(builder, x, np.asarray(quantiles[i], _F64))
             if rank is None:
                 zeros.append(i)
                 rank = builder.node("Mul", [x, _c(builder, 0.0)])
             ranks.append(rank)
             continue
-        if scaler.scaling is not None:
-            x = builder.node("Sub", [x, _c(builder, scaler.offsets_[i])])
-            x = builder.node("Div", [x, _c(builder, scaler.scales_[i])])
+        if offsets is not None:
+            x = builder.node("Sub", [x, _c(builder, offsets[i])])
+            x = builder.node("Div", [x, _c(builder, scales[i])])
         scaled.append(x)
     if ranks:  # the normal quantile function once, on every column
         ranks = builder.node("Concat", ranks, axis=1)
@@ -149,10 +167,8 @@ def _numeric_columns(builder, encoder, columns):
             keep[zeros] = False
             normal = builder.node("Mul", [normal, _c(builder, keep.astype(_F64))])
         scaled = [normal]
-    indicators = [
-        builder.cast(missing[i], _F64) for i in np.asarray(encoder._indicator_positions, int)
-    ]
-    return scaled, indicators
+    positions = np.flatnonzero(np.isin(encoder.numeric_features_, encoder.indicator_features_))
+    return scaled, [builder.cast(missing[i], _F64) for i in positions]
 
 
 def _number_codes(builder, x, categories):
@@ -166,20 +182,24 @@ def _number_codes(builder, x, categories):
     return builder.node("Where", [builder.node("IsNaN", [x]), _c(builder, 0.0), codes])
 
 
-def _string_codes(builder, x, categories):
-    keys = [str(c) for c in categories]
-    values = list(range(1, len(keys) + 1))
-    if "" not in keys:  # the empty string stands for a missing value
-        keys, values = keys + [""], values + [0]
-    codes = builder.node(
-        "LabelEncoder",
-        [x],
-        domain="ai.onnx.ml",
-        keys_strings=keys,
-        values_int64s=values,
-        default_int64=len(categories) + 1,
-    )
-    return builder.cast(codes, _F64)
+def _string_codes(builder, x, categories, missing=None):
+    """Codes of a column of strings ``x``; ``missing`` (booleans, or None): code 0 there."""
+    K = len(categories)
+    if K:  # every string is a value, the empty one too: a category, or unknown
+        codes = builder.node(
+            "LabelEncoder",
+            [x],
+            domain="ai.onnx.ml",
+            keys_strings=[str(c) for c in categories],
+            values_int64s=list(range(1, K + 1)),
+            default_int64=K + 1,
+        )
+        codes = builder.cast(codes, _F64)
+    else:  # no category: every value is unknown
+        codes = builder.node("Expand", [_c(builder, [[1.0]]), builder.node("Shape", [x])])
+    if missing is None:
+        return codes
+    return builder.node("Where", [missing, _c(builder, 0.0), codes])
 
 
 def column_kind(categories):
@@ -195,6 +215,107 @@ def column_kind(categories):
     )
 
 
+#: What a graph's input holds, as skl2onnx's converter describes one it is given:
+#: its name, the tensor, its ``onnx.TensorProto`` element type, its second
+#: dimension (None: unknown) and how to name its type in a message.
+GivenInput = namedtuple("GivenInput", "name tensor element width description")
+
+MISSING_PREFIX = "missingindicator_"
+
+
+def plan_of(estimator):
+    """The column plan ``estimator`` applies before its network (its ``encoder_``), or None.
+
+    Every exporter asks this first, so that no estimator with a plan is
+    exported without it.
+    """
+    encoder = getattr(estimator, "encoder_", None)
+    if encoder is None:
+        return None
+    if not isinstance(encoder, TabularEncoder):
+        raise TypeError(
+            f"{type(estimator).__name__}'s encoder_ is a {type(encoder).__name__}: ONNX export "
+            "writes the column plan of a TabularEncoder only"
+        )
+    return encoder
+
+
+def _kinds(encoder):
+    kinds = ["number"] * encoder.n_features_in_
+    for j, categories in zip(encoder.categorical_features_, encoder.categories_):
+        kinds[j] = column_kind(np.asarray(categories))
+    return kinds
+
+
+def _columns(encoder):
+    names = getattr(encoder, "feature_names_in_", None)
+    if names is None:
+        return [f"x{j}" for j in range(encoder.n_features_in_)]
+    return [str(name) for name in names]
+
+
+def _owners(encoder, names, missing):
+    """Each input's name and what it holds (for messages)."""
+    columns = _columns(encoder)
+    owners = [(name, f"the column {column!r}") for name, column in zip(names, columns)]
+    return owners + [
+        (name, f"the missing values of the column {columns[j]!r}") for j, name in missing.items()
+    ]
+
+
+def table_layout(encoder):
+    """The graph's inputs of a table: names and kinds of the columns', then the missing ones.
+
+    Returns ``names`` (the input of each column), ``kinds`` (``'number'`` or
+    ``'string'`` for each) and ``missing`` (column index to the name of the
+    boolean input of the missing values of a column of strings). A ValueError
+    if two inputs would have one name.
+    """
+    n, kinds = encoder.n_features_in_, _kinds(encoder)
+    names = [column or f"x{j}" for j, column in enumerate(_columns(encoder))]  # none empty
+    missing = {j: MISSING_PREFIX + names[j] for j in range(n) if kinds[j] == "string"}
+    seen = {}
+    for name, owner in _owners(encoder, names, missing):
+        if name in seen:
+            raise ValueError(
+                f"ONNX export names the graph's inputs after the table's columns, and "
+                f"{seen[name]} and {owner} would both be the input {name!r}: rename a column "
+                "to export"
+            )
+        seen[name] = owner
+    return names, kinds, missing
+
+
+def encode_table(builder, encoder, columns, missing):
+    """The column plan of ``encoder`` on the table's columns: the encoded matrix.
+
+    Parameters
+    ----------
+    builder : GraphBuilder
+        The graph; the matrix comes in its dtype.
+    encoder : TabularEncoder
+        The fitted plan (its public attributes).
+    columns : list of str
+        Tensor ``(n, 1)`` of each of the table's columns: float64, or strings
+        for a categorical column of strings.
+    missing : dict
+        Column index to a boolean tensor ``(n, 1)``, true where that column of
+        strings is missing (a column without one has no missing value).
+    """
+    numbers = [columns[j] for j in encoder.numeric_features_]
+    scaled, indicators = _numeric_columns(builder, encoder, numbers)
+    codes = []
+    for j, categories in zip(encoder.categorical_features_, encoder.categories_):
+        categories = np.asarray(categories)
+        if column_kind(categories) == "string":
+            codes.append(_string_codes(builder, columns[j], categories, missing.get(j)))
+        else:
+            codes.append(_number_codes(builder, columns[j], categories.astype(_F64)))
+    parts = scaled + indicators + codes
+    encoded = parts[0] if len(parts) == 1 else builder.node("Concat", parts, axis=1)
+    return builder.cast(encoded, builder.dtype)
+
+
 def _value_info(name, element, columns):
     import onnx
 
@@ -202,41 +323,78 @@ def _value_info(name, element, columns):
 
 
 def table_inputs(builder, encoder):
-    """The graph's inputs (value infos) and the encoded matrix, in the graph's dtype."""
+    """``to_onnx``'s inputs of a table (value infos) and the encoded matrix (graph's dtype)."""
     import onnx
 
+    names, kinds, missing = table_layout(encoder)
     n = encoder.n_features_in_
-    kinds = ["number"] * n
-    for j, categories in zip(encoder.categorical_features_, encoder.categories_):
-        kinds[j] = column_kind(np.asarray(categories))
-    names = getattr(encoder, "feature_names_in_", None)
-    if names is None and all(kind == "number" for kind in kinds):
+    if getattr(encoder, "feature_names_in_", None) is None and "string" not in kinds:
         builder.reserve("X")
-        infos = [_value_info("X", tensor_type(_F64), n)]
         columns = builder.split("X", [1] * n, axis=1) if n > 1 else ["X"]
-    else:
-        names = [str(v) for v in names] if names is not None else [f"x{j}" for j in range(n)]
-        for name in names:  # the inputs' own names
-            try:
-                builder.reserve(name)
-            except ValueError:
-                raise ValueError(
-                    f"ONNX export names the graph's inputs after the table's columns, and "
-                    f"the column {name!r} has the name of one of the model's outputs "
-                    "('label', 'probabilities', 'variable'): rename it to export"
-                ) from None
-        element = {"number": tensor_type(_F64), "string": onnx.TensorProto.STRING}
-        infos = [_value_info(name, element[kind], 1) for name, kind in zip(names, kinds)]
-        columns = names
-    numbers = [columns[j] for j in encoder.numeric_features_]
-    scaled, indicators = _numeric_columns(builder, encoder, numbers)
-    codes = []
-    for j, categories in zip(encoder.categorical_features_, encoder.categories_):
-        categories = np.asarray(categories)
-        if kinds[j] == "string":
-            codes.append(_string_codes(builder, columns[j], categories))
+        infos = [_value_info("X", tensor_type(_F64), n)]
+        return infos, encode_table(builder, encoder, columns, {})
+    for name, owner in _owners(encoder, names, missing):  # the inputs' own names
+        try:
+            builder.reserve(name)
+        except ValueError:
+            raise ValueError(
+                f"ONNX export names the graph's inputs after the table's columns, and "
+                f"{owner} has the name of one of the model's outputs "
+                f"('label', 'probabilities', 'variable'), {name!r}: rename it to export"
+            ) from None
+    element = {"number": tensor_type(_F64), "string": onnx.TensorProto.STRING}
+    infos = [_value_info(name, element[kind], 1) for name, kind in zip(names, kinds)]
+    infos += [_value_info(name, onnx.TensorProto.BOOL, 1) for name in missing.values()]
+    return infos, encode_table(builder, encoder, names, missing)
+
+
+def given_table(builder, encoder, given, label):
+    """The encoded matrix of a table from the inputs skl2onnx gives (a list of GivenInput).
+
+    They are the inputs :func:`table_inputs` declares, by name (numbers of
+    any type, cast to float64), or one tensor of numbers holding every
+    column in order when all are numbers. ``label`` names the estimator in
+    errors.
+    """
+    import onnx
+
+    STRING, BOOL = onnx.TensorProto.STRING, onnx.TensorProto.BOOL
+    names, kinds, missing = table_layout(encoder)
+    n = encoder.n_features_in_
+    if len(given) == 1 and "string" not in kinds and given[0].element != STRING:
+        if given[0].width in (n, None):  # every column, in order
+            X = builder.cast(given[0].tensor, _F64)
+            columns = builder.split(X, [1] * n, axis=1) if n > 1 else [X]
+            return encode_table(builder, encoder, columns, {})
+    by_name = {g.name: g for g in given}
+    if set(by_name) != set(names) | set(missing.values()):
+        if missing:
+            also = f", then the booleans {', '.join(map(repr, missing.values()))}"
+            also += ", true where a column of strings is missing"
         else:
-            codes.append(_number_codes(builder, columns[j], categories.astype(_F64)))
-    parts = scaled + indicators + codes
-    encoded = parts[0] if len(parts) == 1 else builder.node("Concat", parts, axis=1)
-    return infos, builder.cast(encoded, builder.dtype)
+            also = ", or as one tensor of every column, in order"
+        raise ValueError(
+            f"{label} takes its table as one input per column, of shape (N, 1): "
+            f"{', '.join(map(repr, names))}{also}, as sknet.onnx.to_onnx names them; "
+            f"skl2onnx gave it {', '.join(repr(g.name) for g in given)}: declare those "
+            "initial types"
+        )
+    columns, masks = [], {}
+    for j, (name, kind) in enumerate(zip(names, kinds)):
+        g = by_name[name]
+        if g.width not in (1, None) or (g.element == STRING) != (kind == "string"):
+            what = "strings" if kind == "string" else "numbers"
+            raise ValueError(
+                f"{label}'s column {name!r} is an input of shape (N, 1) holding {what}, got "
+                f"{g.description}"
+            )
+        columns.append(g.tensor if kind == "string" else builder.cast(g.tensor, _F64))
+        if j in missing:
+            g = by_name[missing[j]]
+            if g.width not in (1, None) or g.element != BOOL:
+                raise ValueError(
+                    f"{label}'s input {g.name!r} is a boolean (N, 1) where the column {name!r} "
+                    f"is missing, got {g.description}"
+                )
+            masks[j] = g.tensor
+    return encode_table(builder, encoder, columns, masks)

@@ -9,7 +9,7 @@ value, codes ``1 .. K`` are the categories in sorted order and code
 
 import numpy as np
 
-from sknet.tabular._columns import missing_mask
+from sknet.tabular._table import missing_mask
 
 #: The code of a missing value; categories are 1..K, and K + 1 is unknown.
 MISSING_CODE = 0

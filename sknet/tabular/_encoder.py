@@ -13,39 +13,26 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from sknet.tabular._categorical import encode_categories, learn_categories
-from sknet.tabular._columns import (
-    as_table,
-    categorical_mask,
-    column_names,
-    column_values,
-    numeric_values,
-)
+from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, bin_edges
+from sknet.tabular._table import as_table, check_columns
 
-
-class TabularEncoder(TransformerMixin, BaseEstimator):
-    """Numbers scaled, missing values flagged, categories coded: a table as one matrix.
-
-    Everything is learned in ``fit`` from the rows it is given, and only
-    applied by ``transform``, so the encoder inside a cross-validated
-    estimator never sees the rows it is scored on. Plain NumPy (pandas only
-    to read a DataFrame): it trains no network and can be used alone, in a
-    ``Pipeline`` before any estimator that takes integer codes.
-
-    Parameters
-    ----------
+#: The parameters of the column plan, documented once: the encoder's and the
+#: tabular estimators' docstrings both show them.
+PLAN_COLUMNS_DOC = """
     categorical_features : 'from_dtype', None or array-like of {bool, int, str}, \
 default='from_dtype'
         Which columns are categorical, as
         :class:`~sklearn.ensemble.HistGradientBoostingClassifier` takes it:
         ``None`` (none), a boolean mask, column indices or column names, or
-        ``'from_dtype'``: a DataFrame's ``category``, ``object``, string and
-        ``bool`` columns (scikit-learn's takes ``category`` only), the
-        boolean columns of an array and the columns of an object array that
-        hold strings or booleans. The others are numeric.
+        ``'from_dtype'``: a dataframe's (pandas, polars, pyarrow) ``category``,
+        ``object``, string and ``bool`` columns (scikit-learn's takes
+        ``category`` only), the boolean columns of an array and the columns
+        of an object array that hold strings or booleans. The others are
+        numeric; a column of strings among them is refused by name.
 
     numeric_scaling : {'quantile', 'robust', 'standard'} or None, default='quantile'
         How numeric columns are scaled: ``'quantile'`` maps each value to the
@@ -54,16 +41,34 @@ default='from_dtype'
         subtracts the median and divides by the interquartile range,
         ``'standard'`` subtracts the mean and divides by the standard
         deviation, ``None`` leaves the values.
+"""
 
+PLAN_FREQUENCY_DOC = """
+    min_frequency : int or None, default=None
+        Categories seen in fewer training rows are coded as unknown, so the
+        unknown code is trained on rare values and stands for unseen ones.
+"""
+
+
+class TabularEncoder(TransformerMixin, BaseEstimator):
+    """Numbers scaled, missing values flagged, categories coded: a table as one matrix.
+
+    Everything is learned in ``fit`` from the rows it is given, and only
+    applied by ``transform``, so the encoder inside a cross-validated
+    estimator never sees the rows it is scored on. Plain NumPy (any dataframe
+    is read through one adapter, :mod:`sknet.tabular._table`): it trains no
+    network and can be used alone, in a ``Pipeline`` before any estimator
+    that takes integer codes.
+
+    Parameters
+    ----------
+    %(plan_columns)s
     n_bins : int or None, default=None
         When given, ``bins_`` holds the edges of up to ``n_bins`` quantile
         bins of each scaled numeric column (for
         :class:`~sknet.layers.PiecewiseLinearEncoding`).
 
-    min_frequency : int or None, default=None
-        Categories seen in fewer training rows are coded as unknown, so the
-        unknown code is trained on rare values and stands for unseen ones.
-
+    %(plan_frequency)s
     missing_indicators : bool, default=True
         Add a 0/1 column for each numeric column that has missing values in
         the training rows (a missing value is also put at the column's
@@ -102,6 +107,20 @@ default='from_dtype'
 
     medians_ : ndarray of shape (n_numeric,)
         The training median of each numeric column, where missing values go.
+
+    quantiles_ : list of ndarray or None
+        With ``numeric_scaling='quantile'``, the reference quantiles of each
+        numeric column, increasing, at levels ``linspace(0, 1, len(q))``: a
+        value ``v`` maps to ``ndtri(clip(r, 1e-7, 1 - 1e-7))``, its rank ``r``
+        ``(interp(v, q, levels) - interp(-v, -q[::-1], -levels[::-1])) / 2``
+        (ties in the middle); a column of fewer than two distinct quantiles
+        maps to 0. ``None`` for the other scalings.
+
+    offsets_, scales_ : ndarray of shape (n_numeric,) or None
+        With ``numeric_scaling='robust'`` (the median and the interquartile
+        range) or ``'standard'`` (the mean and the standard deviation), each
+        numeric column maps to ``(v - offsets_) / scales_``. ``None`` for the
+        other scalings (``numeric_scaling=None`` leaves the values).
 
     bins_ : list of ndarray or None
         Bin edges of each scaled numeric column, with ``n_bins``.
@@ -161,7 +180,7 @@ default='from_dtype'
 
     def _table(self, X, reset):
         X = as_table(X)
-        validate_data(self, X, skip_check_array=True, reset=reset)
+        check_columns(self, X, reset)
         if X.shape[0] < 1 or X.shape[1] < 1:
             what = "sample" if X.shape[0] < 1 else "feature"
             raise ValueError(
@@ -195,7 +214,7 @@ default='from_dtype'
         self.numeric_features_ = np.flatnonzero(~self.is_categorical_)
         self.categorical_features_ = np.flatnonzero(self.is_categorical_)
         rows = None if weights is None else weights > 0  # weight 0: as if not there
-        numbers = numeric_values(X, self.numeric_features_)
+        numbers = X.numbers(self.numeric_features_, why=self._why_numeric())
         if rows is not None:
             numbers, weights = numbers[rows], weights[rows]
         has_missing = np.isnan(numbers).any(axis=0)
@@ -207,15 +226,15 @@ default='from_dtype'
         self._indicator_positions = np.flatnonzero(has_missing) if self.missing_indicators else []
         self._scaler = NumericScaler(self.numeric_scaling).fit(numbers, weights)
         self.medians_ = self._scaler.medians_
-        labels = column_names(X) or [str(j) for j in range(X.shape[1])]
+        self.quantiles_, self.offsets_, self.scales_ = _public_scaling(self._scaler)
         self.categories_ = []
         for j in self.categorical_features_:
-            values = column_values(X, j)
+            values = X.values(j)
             self.categories_.append(
                 learn_categories(
                     values if rows is None else values[rows],
                     self.min_frequency,
-                    label=repr(labels[j]),
+                    label=X.label(j),
                     sample_weight=weights,
                 )
             )
@@ -232,6 +251,20 @@ default='from_dtype'
             scaled[np.isnan(numbers)] = np.nan  # bins of the values seen, not of the medians
             self.bins_ = bin_edges(scaled, self.n_bins, weights)
         return self
+
+    def _why_numeric(self):
+        """What made the columns numeric, for the error of a column of strings among them."""
+        features = self.categorical_features
+        if isinstance(features, str):
+            return ""
+        why = f" (categorical_features={features!r})"
+        values = np.asarray(features if features is not None else [])
+        if values.dtype.kind in "iu" and values.size and set(values.tolist()) <= {0, 1}:
+            why += (
+                f"; a list of 0 and 1 is read as column indices, here "
+                f"{sorted(set(values.tolist()))}: a mask must have dtype bool"
+            )
+        return why
 
     def transform(self, X):
         """The table as one float matrix: scaled numbers, indicators, category codes.
@@ -250,14 +283,14 @@ default='from_dtype'
         X = self._table(X, reset=False)
         dtype = np.dtype(self.dtype)
         out = np.empty((X.shape[0], self.output_groups_["categorical"].stop), dtype=dtype)
-        numbers = numeric_values(X, self.numeric_features_)
+        numbers = X.numbers(self.numeric_features_)
         self._scaler.transform(numbers, out[:, self.output_groups_["numeric"]])
         if len(self._indicator_positions):
             indicators = np.isnan(numbers[:, self._indicator_positions])
             out[:, self.output_groups_["indicators"]] = indicators
         start = self.output_groups_["categorical"].start
         for i, (j, categories) in enumerate(zip(self.categorical_features_, self.categories_)):
-            out[:, start + i] = encode_categories(column_values(X, j), categories, dtype)
+            out[:, start + i] = encode_categories(X.values(j), categories, dtype)
         return out
 
     def get_feature_names_out(self, input_features=None):
@@ -289,6 +322,11 @@ default='from_dtype'
         out += list(names[self.categorical_features_])
         return np.asarray(out, dtype=object)
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "_scaler" in state and "quantiles_" not in state:  # pickled before the public plan
+            self.quantiles_, self.offsets_, self.scales_ = _public_scaling(self._scaler)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -299,6 +337,15 @@ default='from_dtype'
         # is neither a string nor a number with a TypeError, which the checks of a
         # False tag assert.
         return tags
+
+
+def _public_scaling(scaler):
+    """``quantiles_``, ``offsets_`` and ``scales_`` of a fitted scaler (None where unused)."""
+    if scaler.scaling == "quantile":
+        return scaler.quantiles_, None, None
+    if scaler.scaling in ("robust", "standard"):
+        return None, scaler.offsets_, scaler.scales_
+    return None, None, None
 
 
 def _check_weights(sample_weight, n_samples):
@@ -317,3 +364,12 @@ def _check_weights(sample_weight, n_samples):
     if not (weights > 0).any():
         raise ValueError("sample_weight must have a positive sum, got all zeros")
     return weights
+
+
+TabularEncoder.__doc__ = (
+    TabularEncoder.__doc__.replace(
+        "    %(plan_columns)s\n", PLAN_COLUMNS_DOC.strip("\n") + "\n\n"
+    ).replace("    %(plan_frequency)s\n", PLAN_FREQUENCY_DOC.strip("\n") + "\n\n")
+    if TabularEncoder.__doc__
+    else None
+)

@@ -10,9 +10,9 @@ averaged inverted-CDF ones, which sample weights can weigh), ``'robust'``
 (minus the median, over the interquartile range), ``'standard'`` (minus the mean, over the standard
 deviation) or none. Missing values are put at the median (0 after the
 quantile map). :func:`bin_edges` gives the edges of bins holding about
-the same number of training values, for piecewise-linear encodings: the rule
-of :func:`sknet.layers.quantile_bins` (written again here, this room imports
-no network code) with weighted quantiles.
+the same number of training values, for piecewise-linear encodings, with
+weighted quantiles (:func:`sknet.layers.quantile_bins` is this function, for
+unweighted arrays).
 """
 
 import numpy as np

@@ -7,6 +7,7 @@ the errors that stand in for unsupported operations.
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -333,6 +334,73 @@ def test_kernel_arguments_are_checked():
         ad.max_pool2d(np.ones((1, 1, 4, 4)), 2, stride=-1)
     with pytest.raises(ValueError, match="at most half"):
         ad.avg_pool2d(np.ones((1, 1, 4, 4)), 2, padding=2)
+
+
+def test_conv2d_refuses_a_kernel_that_is_not_4d():
+    x = np.ones((1, 1, 5, 5))
+    for W in (np.ones((3, 3)), ad.Variable(np.ones((1, 3, 3))), np.ones((1, 1, 1, 3, 3))):
+        message = (
+            r"conv2d: the kernel W must be 4-D \(out_channels, in_channels, kh, kw\), got "
+            rf"shape {re.escape(str(ad.value(W).shape))}"
+        )
+        with pytest.raises(ValueError, match=message):  # before: "not enough values to unpack"
+            ad.conv2d(x, W)
+
+
+@pytest.mark.parametrize(
+    "who, call, window",
+    [
+        ("max_pool2d", lambda x: ad.max_pool2d(x, 4), "(4, 4)"),
+        ("max_pool2d", lambda x: ad.max_pool2d(x, (2, 4), stride=1), "(2, 4)"),
+        ("avg_pool2d", lambda x: ad.avg_pool2d(x, 4), "(4, 4)"),
+        ("conv2d", lambda x: ad.conv2d(x, np.ones((1, 1, 4, 4))), "(4, 4)"),
+    ],
+    ids=["max_pool2d", "max_pool2d-too-wide", "avg_pool2d", "conv2d"],
+)
+def test_a_window_larger_than_the_images_is_refused(who, call, window):
+    x = ad.Variable(np.ones((2, 1, 3, 3)))
+    message = (
+        rf"{who}: the window {re.escape(window)} is larger than the images "
+        r"\(3x3, padded by \(0, 0\)\)"
+    )
+    with pytest.raises(ValueError, match=message):  # before: an empty result
+        call(x)
+
+
+def test_a_window_that_fits_the_padded_images_is_taken():
+    x = ad.Variable(np.arange(9.0).reshape(1, 1, 3, 3))
+    assert_array_equal(ad.max_pool2d(x, 3).data, [[[[8.0]]]])
+    assert ad.max_pool2d(x, 4, padding=(2, 1)).shape == (1, 1, 1, 1)  # 7x5 padded
+    assert ad.conv2d(x, np.ones((1, 1, 3, 3))).shape == (1, 1, 1, 1)
+
+
+def test_var_and_mean_of_no_elements_are_nan_as_in_numpy():
+    """NumPy's value (NaN, float32 kept) and its RuntimeWarning, one per call."""
+    for dtype in (np.float64, np.float32):
+        a = np.empty((0, 3), dtype=dtype)
+        for axis, keepdims in [(0, False), (None, False), (0, True), ((0, 1), True)]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's two
+                expected = np.var(a, axis=axis, keepdims=keepdims)
+            for var in (ad.var, lambda v, **kw: v.var(**kw)):
+                with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0") as caught:
+                    out = var(ad.Variable(a), axis=axis, keepdims=keepdims)  # before: 0
+                assert len(caught) == 1
+                assert out.shape == expected.shape and out.dtype == expected.dtype
+                assert np.isnan(out.data).all()
+            with pytest.warns(RuntimeWarning, match="Mean of empty slice") as caught:
+                out = ad.mean(ad.Variable(a), axis=axis, keepdims=keepdims)  # before: 0
+            assert len(caught) == 1 and np.isnan(out.data).all() and out.dtype == dtype
+    A = ad.Variable(np.empty((0, 3)))
+    with pytest.warns(RuntimeWarning):
+        out = ad.var(A, axis=0)
+    (grad,) = ad.gradients(out, np.ones(3), [A])
+    assert grad.shape == (0, 3)
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0"):
+        assert np.isnan(ad.Variable(np.empty((0, 3))).std(axis=0).data).all()
+    # reducing an axis that is not empty: no warning, an empty result as NumPy's
+    assert ad.var(ad.Variable(np.empty((0, 3))), axis=1).shape == (0,)
+    assert ad.mean(ad.Variable(np.empty((0, 3))), axis=1).shape == (0,)
 
 
 def test_gradients_keep_each_input_dtype():

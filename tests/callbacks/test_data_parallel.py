@@ -76,3 +76,40 @@ def test_a_pruned_distributed_fit_stops_and_leaves_no_state_on_the_workers(clien
     assert not hasattr(parallel, "estimator_")
     assert list(study.trials[0].intermediate_values) == [1]  # reported once, by the driver
     assert all(plugins == [] for plugins in fit_plugins(client).values())
+
+
+def test_a_warm_up_batch_by_batch_trains_what_one_process_trains(client):
+    from numpy.testing import assert_allclose
+
+    from sknet.callbacks import LRScheduler
+
+    X, y = data(300)
+    schedule = [LRScheduler(policy="cosine", warmup=2)]  # the rate changes every batch
+    est = mlp(schedule, max_iter=3, tol=0.0, dtype="float64", batch_size=50)
+    with pytest.warns(Warning, match="Maximum iterations"):
+        alone = est.fit(X, y)
+    expected_rates = [row["learning_rate"] for row in alone.history_]
+    with pytest.warns(Warning, match="Maximum iterations"):
+        parallel = DataParallel(
+            mlp(schedule, max_iter=3, tol=0.0, dtype="float64", batch_size=50),
+            client=client,
+            sync_every=1,
+        ).fit(X, y)
+    assert [row["learning_rate"] for row in parallel.estimator_.history_] == expected_rates
+    assert_allclose(parallel.predict_proba(X), alone.predict_proba(X), rtol=0, atol=1e-10)
+
+
+def test_a_callback_that_changes_each_batch_is_refused_by_name(client):
+    from sknet.callbacks import Callback, ProgressBar
+
+    class ScaleEachBatch(Callback):
+        def on_batch_end(self, state, batch, size):
+            state.learning_rate *= 0.99
+
+    X, y = data(100)
+    with pytest.raises(ValueError, match="ScaleEachBatch.on_batch_end would run on the driver"):
+        DataParallel(mlp([ScaleEachBatch()], max_iter=1), client=client).fit(X, y)
+    assert all(plugins == [] for plugins in fit_plugins(client).values())
+    # one that only reads the fit (a progress bar) runs after each epoch's batches
+    with pytest.warns(Warning, match="Maximum iterations"):
+        DataParallel(mlp([ProgressBar()], max_iter=1, tol=0.0), client=client).fit(X, y)

@@ -1,7 +1,12 @@
 """sknet/callbacks/_mlflow.py: MLflowLogger against a real MLflow SQLite tracking store."""
 
+import multiprocessing
+import os
 import pickle
+import re
+import socket
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -188,3 +193,127 @@ def test_without_mlflow_the_error_names_the_extra(monkeypatch):
     X, y = data()
     with pytest.raises(ImportError, match=r'pip install "sknet-nn\[mlflow\]"'):
         mlp([MLflowLogger()]).fit(X, y)
+
+
+# -- a server that does not answer -------------------------------------------------------------
+#: MLflow's HTTP settings, environment variables
+HTTP_SETTINGS = (
+    "MLFLOW_HTTP_REQUEST_TIMEOUT",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+)
+#: what ReadsSettings saw, one dict per epoch
+SEEN = []
+
+
+class ReadsSettings(Callback):
+    def on_epoch_end(self, state, epoch, logs):
+        SEEN.append({name: os.environ.get(name) for name in HTTP_SETTINGS})
+        return False
+
+
+@pytest.fixture
+def user_settings(monkeypatch):
+    """The user's own MLflow HTTP settings: a timeout set, no retries setting."""
+    SEEN.clear()
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "77")
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", raising=False)
+    expected = {name: os.environ.get(name) for name in HTTP_SETTINGS}
+    yield expected
+    SEEN.clear()
+
+
+def closed_port():
+    """A local port nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_server_that_is_down_fails_the_fit_at_once_naming_it(user_settings, tmp_path):
+    uri = f"http://127.0.0.1:{closed_port()}"
+    X, y = data()
+    clf = mlp([MLflowLogger(tracking_uri=uri)])
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=re.escape(f"MLflowLogger: tracking_uri={uri!r}")):
+        clf.fit(X, y)
+    assert time.monotonic() - started < 60  # MLflow's own retries took 255 s
+    assert {name: os.environ.get(name) for name in HTTP_SETTINGS} == user_settings
+    with pytest.raises(Exception, match="not fitted"):
+        check_is_fitted(clf)
+
+
+def test_a_server_that_never_answers_fails_the_fit_within_the_timeout(user_settings):
+    with socket.socket() as silent:  # connections are accepted, nothing is ever answered
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        X, y = data()
+        started = time.monotonic()
+        message = r"(?s)tracking_uri=.*no answer within timeout=1\.5 seconds"
+        with pytest.raises(ValueError, match=message):
+            mlp([MLflowLogger(tracking_uri=uri, timeout=1.5)]).fit(X, y)
+        assert time.monotonic() - started < 30
+    assert {name: os.environ.get(name) for name in HTTP_SETTINGS} == user_settings
+
+
+def test_mlflows_http_settings_are_bounded_while_the_fit_runs(store, user_settings):
+    uri, client = store
+    X, y = data()
+    logger = MLflowLogger(tracking_uri=uri, experiment_name="sknet", log_model=False, timeout=4.5)
+    mlp([logger, ReadsSettings()]).fit(X, y)
+    bounded = {
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    }
+    assert SEEN and all(seen == bounded for seen in SEEN)
+    assert {name: os.environ.get(name) for name in HTTP_SETTINGS} == user_settings
+    SEEN.clear()
+    unbounded = MLflowLogger(tracking_uri=uri, experiment_name="sknet", timeout=None)
+    mlp([unbounded.set_params(log_model=False), ReadsSettings()]).fit(X, y)
+    assert SEEN and all(seen == user_settings for seen in SEEN)  # MLflow's own, untouched
+    assert len(runs(client)) == 2
+
+
+def test_the_http_settings_of_fits_at_once_are_put_back_by_the_last(user_settings):
+    from sknet.callbacks._mlflow import HTTP_LIMITS as held
+
+    def now():
+        return os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT")
+
+    first, second = held.hold(3.0), held.hold(8.0)
+    assert now() == "8"  # the longest of the fits under way
+    held.release(second)
+    assert now() == "3"
+    held.release(first)
+    assert {name: os.environ.get(name) for name in HTTP_SETTINGS} == user_settings
+
+
+# -- a new SQLite store, opened by several processes at once ----------------------------------
+def fit_at_the_barrier(uri, barrier):
+    """One fit logging to ``uri``, started when every process has reached ``barrier``."""
+    X, y = data()
+    barrier.wait(120)
+    mlp([MLflowLogger(tracking_uri=uri, log_model=False)]).fit(X, y)
+
+
+def test_processes_fitting_at_once_on_a_new_sqlite_store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the runs' default artifacts, ./mlruns
+    uri = f"sqlite:///{tmp_path / 'new.db'}"
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(2)
+    workers = [spawn.Process(target=fit_at_the_barrier, args=(uri, barrier))]
+    for worker in workers:
+        worker.start()
+    try:
+        fit_at_the_barrier(uri, barrier)  # and this process: its MLflow is imported already
+    finally:
+        for worker in workers:
+            worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0]
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("Default").experiment_id
+    assert {r.info.status for r in client.search_runs([experiment])} == {"FINISHED"}
+    assert len(client.search_runs([experiment])) == 2

@@ -89,6 +89,20 @@ def test_a_fixed_path_gathers_successive_fits_in_one_run(tmp_path):
     assert steps == list(range(1, len(clf.history_) + 1)) and len(steps) > first
 
 
+def test_run_in_the_path_a_continued_fit_adds_to_the_run_it_continues(tmp_path):
+    X, y = data()
+    clf = mlp([TensorBoardLogger(tmp_path / "runs" / "{run}")], warm_start=True)
+    clf.fit(X, y)
+    clf.fit(X, y)  # continues: the same run, steps going on
+    clf.partial_fit(X, y)
+    (run,) = (tmp_path / "runs").iterdir()
+    assert str(run) == clf.callbacks_[0].path_
+    steps = [s.step for s in events(run).Scalars("train_loss")]
+    assert steps == [row["epoch"] for row in clf.history_] and len(steps) > 3
+    clone(clf).fit(X, y)  # a new model: a run of its own
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+
+
 def test_clone_pickle_and_no_writer_left_open(tmp_path):
     X, y = data()
     clf = mlp([TensorBoardLogger(tmp_path / "run", histogram_freq=1)]).fit(X, y)

@@ -61,6 +61,14 @@ def test_bad_image_folders_name_what_is_wrong(tmp_path):
         load_image_folder(tmp_path, color_mode="cmyk")
 
 
+def test_a_file_given_as_the_image_folder_is_named_a_file(tmp_path):
+    (tmp_path / "images.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    with pytest.raises(NotADirectoryError, match=r"images\.zip' is a file, not a folder"):
+        load_image_folder(tmp_path / "images.zip")  # before: "does not exist"
+    with pytest.raises(FileNotFoundError, match=r"nowhere' does not exist"):
+        load_image_folder(tmp_path / "nowhere")
+
+
 def test_image_folder_into_a_convnet(tmp_path):
     from sknet import ConvNetClassifier
 

@@ -246,3 +246,36 @@ def test_read_idx_holds_one_copy_of_the_data(tmp_path, compress):
     assert_array_equal(out, array)
     assert out.dtype == np.int32 and out.dtype.isnative
     assert peak < array.nbytes + (2 << 20)  # before: three copies
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["raw", "gzip"])
+@pytest.mark.parametrize(
+    "labels, code, bad, index",
+    [
+        (np.array([3, 10, 2], np.uint8), 0x08, 10, 1),
+        (np.array([3, 255, 2], np.uint8), 0x08, 255, 1),
+        (np.array([3, -1, 2], np.int8), 0x09, -1, 1),
+        (np.array([3, 7, -300], np.int16), 0x0B, -300, 2),
+        (np.array([12, 1, 0], np.int32), 0x0C, 12, 0),
+    ],
+    ids=["uint8-10", "uint8-255", "int8-minus-1", "int16-minus-300", "int32-12"],
+)
+def test_load_mnist_refuses_labels_outside_0_to_9(tmp_path, compress, labels, code, bad, index):
+    suffix = ".gz" if compress else ""
+    images = np.zeros((3, 28, 28), np.uint8)
+    write_idx(tmp_path / f"t10k-images-idx3-ubyte{suffix}", images, compress=compress)
+    write_idx(tmp_path / f"t10k-labels-idx1-ubyte{suffix}", labels, code, compress)
+    expected = (
+        rf"MNIST labels '[^']*t10k-labels-idx1-ubyte{suffix}': labels must be in 0\.\.9, "
+        rf"got {bad} at index {index} of 3$"
+    )
+    with pytest.raises(ValueError, match=expected):
+        load_mnist(tmp_path)  # before: returned as they were
+
+
+def test_load_mnist_takes_labels_0_to_9_of_every_integer_type(tmp_path):
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", np.zeros((10, 28, 28), np.uint8))
+    for dtype, code in [(np.uint8, 0x08), (np.int8, 0x09), (np.int16, 0x0B), (np.int32, 0x0C)]:
+        write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.arange(10, dtype=dtype)[::-1], code)
+        _, y = load_mnist(tmp_path)
+        assert_array_equal(y, np.arange(10)[::-1])

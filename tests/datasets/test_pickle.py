@@ -162,3 +162,148 @@ def test_what_numpy_and_python_pickle_loads_within_the_bounds(protocol):
     assert_array_equal(loaded[b"big_endian"], content[b"big_endian"])
     assert loaded[b"labels"] == [1, 2, 3] and loaded[b"mean"] == 0.5
     assert loaded[b"filenames"] == content[b"filenames"]
+
+
+# -- dtypes: only the state NumPy pickles for plain numbers ---------------------------
+class _Dtype:
+    """Pickles as ``numpy.dtype(name, False, True)`` whose BUILD sets ``state``."""
+
+    def __init__(self, name, state):
+        self.name, self.state = name, state
+
+    def __reduce__(self):
+        return np.dtype, (self.name, False, True), self.state
+
+
+class _Array:
+    """Pickles as NumPy does an array of ``dtype`` (a :class:`_Dtype`) over ``raw``."""
+
+    def __init__(self, shape, dtype, raw):
+        self.shape, self.dtype, self.raw = shape, dtype, raw
+
+    def __reduce__(self):
+        from numpy._core.multiarray import _reconstruct
+
+        return _reconstruct, (np.ndarray, (0,), b"b"), (1, self.shape, self.dtype, False, self.raw)
+
+
+def plain_state(byteorder="<", flags=0):
+    """What ``numpy.dtype('<f8').__reduce__()`` gives as the state, ``flags`` changed."""
+    return (3, byteorder, None, None, None, -1, -1, flags)
+
+
+def float64_batch(state, protocol=2):
+    """A CIFAR-like batch whose ``b'data'`` is 4 zeros of float64 with that dtype ``state``."""
+    array = _Array((4,), _Dtype("f8", state), bytes(32))
+    return pickle.dumps({b"data": array, b"labels": []}, protocol=protocol)
+
+
+def test_the_state_this_test_pickles_is_the_one_numpy_pickles():
+    assert np.dtype("<f8").__reduce__()[2] == plain_state()
+    assert np.dtype("u1").__reduce__()[2] == plain_state("|")
+    assert np.dtype("O").__reduce__()[2] == plain_state("|", 63)  # the flags of objects
+    big_endian = _Array(
+        (4,), _Dtype("f8", plain_state(">")), np.arange(4.0).astype(">f8").tobytes()
+    )
+    loaded = load_batch(pickle.dumps({b"data": big_endian}, protocol=2))[b"data"]
+    assert_array_equal(loaded, [0.0, 1.0, 2.0, 3.0])  # as NumPy loads it: swapped to native
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (1, "NPY_ITEM_HASOBJECT / NPY_ITEM_REFCOUNT"),
+        (63, "NPY_ITEM_HASOBJECT / NPY_ITEM_REFCOUNT, NPY_LIST_PICKLE"),
+        (0x08, "NPY_NEEDS_INIT"),
+    ],
+    ids=["NPY_ITEM_HASOBJECT|NPY_ITEM_REFCOUNT", "all-of-an-object-dtype", "NPY_NEEDS_INIT"],
+)
+def test_a_dtype_whose_state_says_it_holds_objects_is_refused(tmp_path, flags, named):
+    """NumPy's own ``dtype.__setstate__`` takes the flags from the pickle: a float64 that
+    says it holds objects has its bytes read as object pointers (here zeros: NULL)."""
+    data = float64_batch(plain_state("<", flags))
+    expected = (
+        rf"the pickled state of dtype float64 must be .*, got \(3, '<', None, None, None, -1, "
+        rf"-1, {flags}\): flags {flags:#x} \({named}"
+    )
+    with pytest.raises(pickle.UnpicklingError, match=expected):
+        load_batch(data)  # before: loaded, an array of float64 "holding objects"
+    write_cifar(tmp_path)
+    (tmp_path / "test_batch").write_bytes(data)
+    with pytest.raises(ValueError, match=rf"test_batch is not a CIFAR-10 batch file: {expected}"):
+        load_cifar10(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        plain_state("|"),  # no byte order on an 8-byte type
+        plain_state("="),  # never pickled: NumPy writes '<' or '>'
+        (3, "<", None, None, None, 16, 8, 0),  # a size of its own
+        (4, "<", None, None, None, -1, -1, 0, {"key": 1}),  # metadata
+        (3, "<", None, ("a",), None, -1, -1, 0),  # field names
+        (3, "<", None, None, None, -1, -1, False),  # flags of another type
+        {"flags": 0},
+    ],
+    ids=["no-byteorder", "native", "elsize", "metadata", "names", "bool-flags", "dict"],
+)
+def test_a_dtype_state_numpy_does_not_pickle_is_refused(state):
+    with pytest.raises(pickle.UnpicklingError, match=r"the pickled state of dtype float64 .*"):
+        load_batch(float64_batch(state))
+
+
+def test_a_dtype_state_is_set_once():
+    """BUILD again on a memoized dtype (one an array already uses) is refused."""
+    state = b"(K\x03" + unicode("<") + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"
+    dtype = b"cnumpy\ndtype\n" + short_bytes(b"f8") + b"\x89\x88\x87R"
+    data = PROTO + dtype + b"q\x00" + state + b"b0h\x00" + state + b"b."
+    with pytest.raises(pickle.UnpicklingError, match="dtype float64 is set twice"):
+        load_batch(data)
+
+
+@pytest.mark.parametrize("name", ["?", "i1", "u2", ">i8", "<f2", "f4", ">f8", "g"])
+def test_arrays_of_every_plain_dtype_load(name):
+    array = (np.arange(6) % 2).astype(name)
+    loaded = load_batch(pickle.dumps({b"data": array}, protocol=2))[b"data"]
+    assert loaded.dtype.str[1:] == array.dtype.str[1:]  # NumPy loads it in native order
+    assert_array_equal(loaded, array)
+    # as Python 2 wrote it: the byte order as bytes (a str there, bytes here)
+    byteorder = array.dtype.__reduce__()[2][1].encode()
+    raw = _Array(array.shape, _Dtype(array.dtype.str, plain_state(byteorder)), array.tobytes())
+    loaded = load_batch(pickle.dumps({b"data": raw}, protocol=2))[b"data"]
+    assert loaded.dtype.str[1:] == array.dtype.str[1:]
+    assert_array_equal(loaded, array)
+
+
+# -- empty bytes: protocol 2 pickles them as a call of bytes() ---------------------------
+def cifar_batch_with_empty_bytes(protocol=2):
+    return {
+        b"batch_label": b"",
+        b"labels": [3, 1],
+        b"data": np.arange(2 * 3072).astype(np.uint8).reshape(2, 3072),
+        b"filenames": [b"a.png", b""],
+    }
+
+
+def test_a_protocol_2_batch_holding_empty_bytes_loads(tmp_path):
+    content = cifar_batch_with_empty_bytes()
+    data = pickle.dumps(content, protocol=2)
+    assert b"__builtin__\nbytes" in data  # bytes() of no arguments: b''
+    loaded = load_batch(data)  # before: "__builtin__.bytes is not allowed in a CIFAR batch"
+    assert loaded[b"batch_label"] == b"" and loaded[b"filenames"] == [b"a.png", b""]
+    assert_array_equal(loaded[b"data"], content[b"data"])
+    fixed = pickle.dumps(content, protocol=2, fix_imports=False)
+    assert b"builtins\nbytes" in fixed and load_batch(fixed)[b"batch_label"] == b""
+    write_cifar(tmp_path)
+    (tmp_path / "test_batch").write_bytes(data)
+    X, y, _ = load_cifar10(tmp_path)
+    assert X.shape == (2, 3, 32, 32) and y.tolist() == [3, 1]
+
+
+def test_bytes_is_called_with_no_arguments_only():
+    """``bytes(10**9)`` would allocate what it is given: only ``bytes()`` is b''."""
+    data = PROTO + b"c__builtin__\nbytes\nJ\x00\xca\x9a\x3b\x85R."
+    with pytest.raises(
+        pickle.UnpicklingError, match=r"bytes\(\) is allowed .* got \(1000000000,\)"
+    ):
+        load_batch(data)

@@ -351,6 +351,42 @@ def test_batch_size_that_fits_is_at_most_the_rows(digits):
         assert estimate.at_batch_size(fits + 1).total > available
 
 
+def test_batch_size_that_fits_takes_bytes_as_people_write_them(digits):
+    X, y = digits
+    estimate = estimate_memory(_mlp(), X, y)
+    by_int = estimate.batch_size_that_fits(2_000_000)
+    assert 0 < by_int < len(y)  # a limit that binds: the string must be read, not ignored
+    assert estimate.batch_size_that_fits("2MB") == by_int  # before: a comparison TypeError
+    assert estimate.batch_size_that_fits(" 2 MB ") == by_int
+    assert estimate.batch_size_that_fits(np.int64(2_000_000)) == by_int
+    kib = estimate.total // 1024
+    assert estimate.batch_size_that_fits(f"{kib}KiB") == estimate.batch_size_that_fits(kib * 1024)
+    assert estimate.batch_size_that_fits("10GB") == len(y)
+    assert estimate.batch_size_that_fits("1B") == 0
+
+
+NO_BYTES = "available must be a number of bytes or a string such as '8GB' or '512MiB'"
+
+
+@pytest.mark.parametrize(
+    "available, error, message",
+    [
+        ("lots", ValueError, "available must be a number of bytes or a string such as '8GB'"),
+        ("-2MB", ValueError, "available must be at least 1 byte, got '-2MB'"),
+        (-1, ValueError, "available must be a non-negative number of bytes, got -1"),
+        (float("nan"), ValueError, "available must be a non-negative number of bytes, got nan"),
+        (None, TypeError, f"{NO_BYTES}, got None"),
+        (True, TypeError, f"{NO_BYTES}, got True"),
+        ([2], TypeError, rf"{NO_BYTES}, got \[2\]"),
+    ],
+)
+def test_batch_size_that_fits_refuses_what_is_not_bytes(digits, available, error, message):
+    X, y = digits
+    estimate = estimate_memory(_mlp(), X[:200], y[:200])
+    with pytest.raises(error, match=message):
+        estimate.batch_size_that_fits(available)
+
+
 # -- the estimate is what the fit plans with -----------------------------------------
 @pytest.fixture
 def plans(monkeypatch):

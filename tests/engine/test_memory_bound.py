@@ -16,7 +16,13 @@ from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from sknet import ConvNetClassifier, MLPClassifier, NeuralNetClassifier, RNNClassifier
+from sknet import (
+    ConvNetClassifier,
+    MLPClassifier,
+    MLPRegressor,
+    NeuralNetClassifier,
+    RNNClassifier,
+)
 from sknet.callbacks import Callback
 from sknet.engine import _sharding
 from sknet.engine._dry import DRY_BACKEND, DryRandomState, dry_array, is_dry
@@ -178,6 +184,41 @@ def test_the_estimate_allocates_no_network():
     estimate = estimate["e"]
     assert estimate.measured
     assert peak < estimate["parameters"] / 3  # 21 MB of parameters; before, 6 times that
+
+
+@pytest.mark.parametrize("make", [MLPClassifier, MLPRegressor], ids=["classifier", "regressor"])
+def test_the_estimate_without_y_allocates_nothing_of_the_datas_size(make):
+    """Without ``y`` the targets are assumed (one output, two classes): from shapes, not
+    from placeholder targets of 8 bytes a row (80 MB here, and a sort of them)."""
+    n_rows = 10_000_000
+    X = np.broadcast_to(np.ones((1, 8), np.float32), (n_rows, 8))  # 32 bytes held
+    est = make(hidden_layer_sizes=(16,), device="cpu")
+    estimate_memory(est, X[:100])  # compiled kernels, imported modules
+    result = {}
+    peak = traced_peak(lambda: result.update(e=estimate_memory(est, X)))
+    assert peak < n_rows * 8 / 20  # before: np.arange(n_rows) % 2, 80 MB, and np.unique of it
+    y = np.arange(1000) % 2 if make is MLPClassifier else np.zeros(1000)
+    small = estimate_memory(est, X[:1000])  # the targets assumed are these
+    assumed = estimate_memory(est, X[:1000], y)
+    for part in ("data", "parameters", "gradients", "optimizer_state"):
+        assert small[part] == assumed[part]
+    assert result["e"]["data"] >= n_rows * 4  # the targets' float32 copy is counted
+
+
+# the probe validates 60 rows of 60 classes: scikit-learn's warning (not this test's concern)
+@pytest.mark.filterwarnings("ignore:The number of unique classes:UserWarning")
+def test_the_estimate_without_y_of_a_fitted_estimator_assumes_its_outputs():
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(300, 8).astype(np.float32), rng.permutation(300) % 60
+    est = MLPClassifier(hidden_layer_sizes=(16,), max_iter=1, device="cpu").fit(X, y)
+    assert len(est.classes_) == 60  # more classes than the rows the probe takes first
+    big = np.broadcast_to(X[:1], (2_000_000, 8))
+    result = {}
+    peak = traced_peak(lambda: result.update(e=estimate_memory(est, big)))
+    assert peak < 2_000_000 * 8 / 10  # before: codes, one-hot targets and labels of every row
+    estimate, fitted = result["e"], estimate_memory(est, X, y)
+    assert estimate["parameters"] == fitted["parameters"]  # 60 outputs
+    assert estimate["data"] >= 2_000_000 * 4 * 60  # the one-hot targets (X is used in place)
 
 
 def test_the_planner_measures_without_changing_the_fit():

@@ -224,3 +224,26 @@ def test_adamw_follows_the_layout_when_layers_are_frozen_or_unfrozen(digits):
         clf.fit(X[:200], y[:200])
     sizes = dict(zip(clf._optimizer.lr_scales, clf._optimizer.decay_sizes))
     assert sizes == {1.0: 16 * 8 + 8 * 10, 0.1: 64 * 16}
+
+
+def test_adamw_writes_only_how_its_step_differs_from_adams():
+    """One step loop (Adam's); AdamW adds the decoupled decay and torch's epsilon."""
+    assert "step" not in vars(AdamW)
+    assert AdamW.step is Adam.step
+
+
+def test_adamw_without_decay_or_epsilon_is_adam(backend):
+    """The two differ only in the decay and where epsilon goes: with neither, Adam's steps."""
+    rng = np.random.RandomState(3)
+    values = (rng.normal(size=6), rng.normal(size=2))
+    grads = [(rng.normal(size=6), rng.normal(size=2)) for _ in range(5)]
+    results = []
+    for cls, extra in ((Adam, {}), (AdamW, {"weight_decay": 0.0})):
+        params = arrays(backend, *values)
+        opt = cls(params, backend, learning_rate_init=0.01, epsilon=0.0, **extra)
+        opt.lr_scales = [1.0, 0.25]
+        for g in grads:
+            opt.step(arrays(backend, *g))
+        results.append([backend.to_numpy(p) for p in params])
+    for ours, adam in zip(results[1], results[0]):
+        assert_allclose(ours, adam, rtol=1e-13)

@@ -195,3 +195,86 @@ def test_a_failed_warm_fit_rolls_back_every_inner_array_of_a_users_container(
     for saved, now in zip(before, after, strict=True):
         for key, value in saved.items():
             assert_array_equal(now[key], value)
+
+
+# -- what a partial_fit call allocates ------------------------------------------------
+
+
+def _partial_fit_peak(clf, X, y):
+    """The peak of what one ``partial_fit`` call allocates on the host (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        clf.partial_fit(X, y)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("solver", ["adam", "adamw", "sgd"])
+def test_a_partial_fit_call_allocates_less_than_twice_the_model(solver):
+    """No copy of the model per call: the rollback reuses its arrays from call to call."""
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(16, 784).astype(np.float32), np.arange(16) % 10
+    clf = MLPClassifier(hidden_layer_sizes=(1000, 1000), solver=solver, random_state=0)
+    clf.set_params(device="cpu").partial_fit(X, y, classes=np.arange(10))
+    model = sum(int(w.nbytes) for w in clf.network_.weights())
+    clf.partial_fit(X, y)
+    peaks = [_partial_fit_peak(clf, X, y) for _ in range(2)]
+    assert max(peaks) < 2 * model, [peak / model for peak in peaks]
+
+
+def _state(clf):
+    optimizer = clf._optimizer
+    arrays = [np.array(w) for w in clf.network_.weights()]
+    for name in optimizer.state_names:
+        arrays += [np.array(s) for s in getattr(optimizer, name)]
+    return arrays
+
+
+@pytest.mark.parametrize("solver", ["adam", "sgd"])
+def test_a_failed_partial_fit_leaves_the_model_and_the_next_calls_go_on_as_without_it(
+    solver, data
+):
+    class Fail(Callback):
+        def on_epoch_end(self, state, epoch, logs):
+            raise RuntimeError("boom")  # after the step: the model has changed
+
+    X, y = data
+    X = X.astype(np.float32)
+    one, two = (
+        MLPClassifier(hidden_layer_sizes=(8,), solver=solver, random_state=0, device="cpu")
+        for _ in range(2)
+    )
+    for clf in (one, two):
+        clf.partial_fit(X[:50], y[:50], classes=np.arange(10))
+        clf.partial_fit(X[50:100], y[50:100])
+    before = _state(two)
+    with pytest.raises(RuntimeError, match="boom"):
+        two.set_params(callbacks=[Fail()]).partial_fit(X[100:150], y[100:150])
+    for saved, now in zip(before, _state(two), strict=True):
+        assert_array_equal(now, saved)
+    two.set_params(callbacks=None)
+    for rows in (slice(100, 150), slice(150, 200), slice(200, 250)):
+        for clf in (one, two):
+            clf.partial_fit(X[rows], y[rows])
+        for a, b in zip(_state(one), _state(two), strict=True):
+            assert_array_equal(a, b)
+
+
+def test_the_reused_copies_are_never_pickled_nor_part_of_the_optimizer_state(data):
+    import pickle
+
+    X, y = data
+    clf = MLPClassifier(hidden_layer_sizes=(8,), random_state=0, device="cpu")
+    clf.partial_fit(X[:50], y[:50], classes=np.arange(10)).partial_fit(X[50:100], y[50:100])
+    spare = vars(clf._optimizer)["_spare"]  # kept for the next call
+    assert len(spare["weights"]) == len(clf.network_.weights())
+    arrays, scalars = clf._optimizer.snapshot()
+    assert "_spare" not in scalars and set(arrays) == {"ms", "vs"}
+    again = pickle.loads(pickle.dumps(clf))
+    assert "_spare" not in vars(again._optimizer)
+    assert_array_equal(again.predict_proba(X), clf.predict_proba(X))
+    clf.fit(X, y)  # a fit from scratch: a new optimizer, no copies kept
+    assert "_spare" not in vars(clf._optimizer)

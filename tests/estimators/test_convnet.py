@@ -431,3 +431,49 @@ def test_every_backend_layer_kind_trains_on_every_device(device, images):
     ).fit(X_train, y_train)
     assert clf.device_.startswith(device)
     assert clf.score(X_test, y_test) > 0.8
+
+
+# -- kernel and pool sizes the preset cannot take ------------------------------------
+
+
+@pytest.mark.parametrize("kernel_size", [2, 4])
+def test_an_even_kernel_size_is_refused_with_what_to_do(images, kernel_size):
+    X_train, _, y_train, _ = images
+    clf = ConvNetClassifier(**{**SMALL, "kernel_size": kernel_size, "max_iter": 1})
+    with pytest.raises(ValueError, match=rf"kernel_size must be odd.*got {kernel_size}") as info:
+        clf.fit(X_train, y_train)
+    message = str(info.value)
+    # what it suggests, the preset (or the layers it points to) takes
+    assert "give the padding as an int" not in message
+    assert f"kernel_size={kernel_size - 1} or {kernel_size + 1}" in message
+    for odd in (kernel_size - 1, kernel_size + 1):
+        clf.set_params(kernel_size=odd).fit(X_train, y_train)
+    layer = f"Conv2D(filters, {kernel_size}, padding={kernel_size // 2})"
+    assert layer in message
+    layers = [Conv2D(8, kernel_size, padding=kernel_size // 2), Flatten()]
+    clf.set_params(kernel_size=kernel_size, layers=layers).fit(X_train, y_train)
+
+
+def test_an_even_kernel_size_is_fine_when_layers_replace_the_preset(images):
+    X_train, _, y_train, _ = images
+    layers = [Conv2D(4, 2), Flatten()]
+    ConvNetClassifier(**{**SMALL, "kernel_size": 4, "layers": layers, "max_iter": 1}).fit(
+        X_train, y_train
+    )
+
+
+@pytest.mark.parametrize("pool_size", [9, 16])
+def test_a_pool_size_larger_than_the_images_is_refused(images, pool_size):
+    X_train, _, y_train, _ = images
+    clf = ConvNetClassifier(**{**SMALL, "pool_size": pool_size, "max_iter": 1})
+    with pytest.raises(ValueError, match=rf"pool_size={pool_size} .*images of size \(8, 8\)"):
+        clf.fit(X_train, y_train)
+    clf.set_params(pool_size=8).fit(X_train, y_train)  # the largest that fits
+    assert clf.layers_[1].output_shape_ == (8, 1, 1)
+
+
+def test_later_blocks_pool_while_the_image_is_large_enough(images):
+    X_train, _, y_train, _ = images
+    clf = ConvNetClassifier(**{**SMALL, "conv_filters": (4, 4, 4), "pool_size": 4, "max_iter": 1})
+    clf.fit(X_train, y_train)  # 8x8 -> 2x2 after the first block: the others cannot pool
+    assert kinds(clf).count("MaxPool2D") == 1

@@ -15,6 +15,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.frozen import FrozenEstimator
+from sklearn.metrics import log_loss
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
@@ -163,16 +164,20 @@ def test_cross_validation_learns_each_plan_from_its_training_rows():
     X, signal = table(n=200)
     # categories a test fold alone holds, which its model must code as unknown
     X["object"] = [f"only_{i // 40}" if i % 2 else "shared" for i in range(200)]
+    X["row_id"] = [f"r{i}" for i in range(200)]
     folds = KFold(5)
     result = cross_validate(
         TabularClassifier(**SMALL), X, labels(signal), cv=folds, return_estimator=True
     )
     for (train, test), model in zip(folds.split(X), result["estimator"]):
         seen = set(X["object"].iloc[train])
-        assert set(model.encoder_.categories_[1]) == seen
+        assert set(model.encoder_.categories_[1]) <= seen
         assert f"only_{test[0] // 40}" not in seen
-        # and its whole plan (quantiles, bins, medians, codes) is its training rows'
-        expected = model._make_encoder().fit(X.iloc[train])
+        # and its whole plan (quantiles, bins, medians, codes) is its training rows':
+        # those it trains on, the early-stopping rows held out first
+        held = ~np.isin(X["row_id"].iloc[train], model.encoder_.categories_[-1])
+        assert held.sum() == 16  # 10% of the fold's 160 training rows
+        expected = model._make_encoder().fit(X.iloc[train][~held])
         assert_allclose(model.encoder_.medians_, expected.medians_)
         assert_array_equal(model.encoder_.transform(X), expected.transform(X))
 
@@ -307,8 +312,9 @@ def test_the_regression_target_is_standardized_and_mapped_back():
     X, signal = table()
     y = 1000.0 + 50.0 * np.asarray(signal)
     reg = TabularRegressor(**SMALL).fit(X, y)
-    assert_allclose(reg.target_mean_, [y.mean()], rtol=1e-12)
-    assert_allclose(reg.target_scale_, [y.std()], rtol=1e-12)
+    trained = ~held_out_rows(TabularRegressor, X, y)  # the rows it trains on
+    assert_allclose(reg.target_mean_, [y[trained].mean()], rtol=1e-12)
+    assert_allclose(reg.target_scale_, [y[trained].std()], rtol=1e-12)
     assert abs(reg.predict(X).mean() - y.mean()) < 0.2 * y.std()
     raw = TabularRegressor(standardize_target=False, **SMALL).fit(X, y)
     assert_array_equal(raw.target_mean_, [0.0]) and raw.score(X, y) < reg.score(X, y)
@@ -347,8 +353,61 @@ def test_early_stopping_is_on_and_keeps_the_best_epoch():
 def test_a_validation_set_given_as_a_frame_goes_through_the_plan():
     X, signal = table()
     X_val, signal_val = table(n=100, seed=3)
-    clf = TabularClassifier(**SMALL).fit(X, labels(signal), X_val=X_val, y_val=labels(signal_val))
-    assert len(clf.validation_scores_) == clf.n_iter_
+    # a category and an outlier only the validation set has: the plan never sees them
+    X_val["object"] = "only_in_validation"
+    X_val.loc[0, "float"] = 1e9
+    y, y_val = labels(signal), labels(signal_val)
+    clf = TabularClassifier(**{**SMALL, "n_members": 1}).fit(X, y, X_val=X_val, y_val=y_val)
+    expected = clf._make_encoder().fit(X)
+    assert_array_equal(clf.encoder_.transform(X_val), expected.transform(X_val))
+    assert "only_in_validation" not in clf.encoder_.categories_[1]
+    # the validation loss was computed through the plan: the kept (best) epoch's is
+    # the log-loss of the model's probabilities on X_val
+    best = int(np.argmax(clf.validation_scores_))
+    assert_allclose(
+        clf.history_[best]["valid_loss"],
+        log_loss(y_val, clf.predict_proba(X_val), labels=clf.classes_),
+        rtol=1e-5,
+    )
+
+
+def held_out_rows(make, X, y):
+    """The rows a default fit holds out for early stopping (an id column tells them)."""
+    ids = X.assign(row_id=[f"r{i}" for i in range(len(X))])
+    model = make(**SMALL).fit(ids, y)
+    kept = set(model.encoder_.categories_[-1])
+    return np.array([f"r{i}" not in kept for i in range(len(X))])
+
+
+@pytest.mark.parametrize("make", [TabularClassifier, TabularRegressor])
+def test_the_plan_and_the_target_scale_come_from_the_training_rows_only(make):
+    X, signal = table(n=200)
+    y = labels(signal) if make is TabularClassifier else 10 * signal + 3
+    held = held_out_rows(make, X, y)
+    assert held.sum() == 20  # validation_fraction=0.1 of 200 rows
+    # rewrite the held-out rows: a category and an outlier they alone have
+    other = X.copy()
+    other.loc[held, "object"] = "held_out_only"
+    other.loc[held, "float"] = 1e6
+    other["category"] = other["category"].astype(object)
+    other.loc[np.flatnonzero(held)[0], "category"] = "z_held"
+    other["category"] = other["category"].astype("category")
+    y_other = y.copy()
+    if make is TabularRegressor:
+        y_other[held] = 1e4  # the target scale would move by far
+    model = make(**SMALL).fit(other, y_other)
+    plan = model.encoder_
+    assert "held_out_only" not in plan.categories_[1]
+    assert "z_held" not in plan.categories_[0]
+    expected = model._make_encoder().fit(X[~held])
+    assert_allclose(plan.medians_, expected.medians_)
+    for got, want in zip(plan.bins_, expected.bins_):
+        assert_allclose(got, want)
+    assert_array_equal(plan.transform(X[~held]), expected.transform(X[~held]))
+    if make is TabularRegressor:
+        trained = np.asarray(y)[~held]
+        assert_allclose(model.target_mean_, [trained.mean()])
+        assert_allclose(model.target_scale_, [trained.std()])
 
 
 def test_small_data_still_holds_rows_out_and_too_few_are_refused():
@@ -464,3 +523,52 @@ def test_a_table_larger_than_the_device_room_streams_to_the_same_model():
     assert in_memory.data_placement_ == "device" and streamed.data_placement_ == "streamed"
     assert_allclose(streamed.loss_curve_, in_memory.loss_curve_, rtol=1e-5)
     assert_allclose(streamed.predict(X), in_memory.predict(X), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["all_missing", "all_rare"])
+def test_a_categorical_column_left_without_categories_trains(case):
+    X, signal = table(n=200)
+    if case == "all_missing":
+        X["object"] = pd.Series([None] * 200, dtype=object)
+        params = {}
+    else:  # every level of one column rarer than min_frequency
+        X["object"] = [f"level_{i}" for i in range(200)]
+        params = {"min_frequency": 3}
+    clf = TabularClassifier(**SMALL, **params).fit(X, labels(signal))
+    plan = clf.encoder_
+    column = list(plan.categorical_features_).index(X.columns.get_loc("object"))
+    assert plan.cardinalities_[column] == 0 and len(plan.categories_[column]) == 0
+    new = X.head(3).copy()
+    new["object"] = [None, "never_seen", "level_0"]
+    codes = plan.transform(new)[:, plan.output_groups_["categorical"]][:, column]
+    assert_array_equal(codes, [0, 1, 1])  # missing, then unknown
+    assert np.isfinite(clf.predict_proba(new)).all()
+
+
+def test_a_fold_whose_training_rows_miss_a_column_entirely_still_fits():
+    X, signal = table(n=200)
+    X["object"] = [None] * 100 + ["a", "b"] * 50  # the first half: all missing
+    scores = cross_val_score(TabularClassifier(**SMALL), X, labels(signal), cv=KFold(2))
+    assert np.isfinite(scores).all()
+
+
+@pytest.mark.parametrize("kind", ["polars", "pyarrow"])
+def test_polars_and_pyarrow_tables_keep_their_names_through_fit_and_predict(kind):
+    X, signal = table(n=200)
+    X = X.drop(columns=["nullable_bool"], errors="ignore")
+    if kind == "polars":
+        pl = pytest.importorskip("polars")
+        pytest.importorskip("pyarrow")
+        native = pl.from_pandas(X)
+        reorder = lambda frame: frame.select(list(reversed(frame.columns)))  # noqa: E731
+    else:
+        pa = pytest.importorskip("pyarrow")
+        native = pa.Table.from_pandas(X, preserve_index=False)
+        reorder = lambda frame: frame.select(list(reversed(frame.column_names)))  # noqa: E731
+    y = labels(signal)
+    clf = TabularClassifier(**SMALL).fit(native, y)
+    assert clf.feature_names_in_.tolist() == list(X.columns)
+    reference = TabularClassifier(**SMALL).fit(X, y)
+    assert_allclose(clf.predict_proba(native), reference.predict_proba(X), rtol=1e-6)
+    with pytest.raises(ValueError, match="same order as they were in fit"):
+        clf.predict_proba(reorder(native))

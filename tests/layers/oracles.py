@@ -44,6 +44,11 @@ def softmax_oracle(S, allowed):
     return out
 
 
+def zero_padded(X, mask):
+    """``X`` with the steps ``mask`` says are padding set to zeros: how layers see them."""
+    return X if mask is None else np.where(mask[:, :, None], X, 0.0)
+
+
 def attention_oracle(p, X, heads, mask=None, causal=False, query_steps=None):
     """Multi-head attention, one sample and one head at a time."""
     N, T, F = X.shape
@@ -75,6 +80,7 @@ def gelu_tanh(z):
 
 def block_oracle(p, X, heads, mask=None, norm_first=False, activation="relu", causal=False):
     """The transformer encoder block without dropout, from its equations."""
+    X = zero_padded(X, mask)  # padded steps enter as zeros
     act = (lambda z: np.maximum(z, 0)) if activation == "relu" else gelu_tanh
 
     def ff(H):

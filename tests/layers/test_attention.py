@@ -17,6 +17,7 @@ from tests.layers.oracles import (
     copy_attention_weights,
     numpy_params,
     perturb,
+    zero_padded,
 )
 
 N, T, F = 3, 6, 8
@@ -50,8 +51,13 @@ def test_forward_matches_the_numpy_oracle(backend, kw, masked):
     Y = layer.forward(
         backend.asarray(X), training=False, mask=None if mask is None else backend.asarray(mask)
     )
-    expected = attention_oracle(
-        numpy_params(layer), X, 2, mask, kw.get("causal", False), kw.get("query_steps")
+    expected = attention_oracle(  # padded steps enter as zeros
+        numpy_params(layer),
+        zero_padded(X, mask),
+        2,
+        mask,
+        kw.get("causal", False),
+        kw.get("query_steps"),
     )
     assert_allclose(backend.to_numpy(Y), expected, atol=1e-12)
     assert Y.shape == (N, kw.get("query_steps", T), F)
@@ -105,8 +111,9 @@ def test_equal_to_torch_multihead_attention(causal, query_steps):
     module = torch.nn.MultiheadAttention(F, 2, batch_first=True, dtype=torch.float64)
     copy_attention_weights(module, numpy_params(layer))
     Xt = torch.tensor(X, requires_grad=True)
+    Xz = torch.where(torch.tensor(mask)[:, :, None], Xt, 0.0)  # padded steps enter as zeros
     q = T if query_steps is None else query_steps
-    query, context = (Xt, Xt) if query_steps is None else (Xt[:, :q], Xt[:, q:])
+    query, context = (Xz, Xz) if query_steps is None else (Xz[:, :q], Xz[:, q:])
     Tk = context.shape[1]
     attn_mask = torch.triu(torch.ones(q, Tk, dtype=torch.bool), 1) if causal else None
     Yt, _ = module(

@@ -97,6 +97,15 @@ def test_gradient_of_the_tables_matches_finite_differences():
     assert_allclose(built.grads["E"], expected)
 
 
+def test_a_column_without_categories_keeps_its_missing_and_unknown_rows():
+    layer = build(CategoricalEmbedding([0, 2], dims=[2, 2]), (2,), get_backend("cpu"))
+    assert layer.params["E"].shape == (2 + 4, 2)
+    codes = np.array([[0, 1], [1, 2], [7, np.nan]])
+    assert_array_equal(layer.rows(codes), [[0, 3], [1, 4], [1, 2]])  # 0 missing, else unknown
+    errors = check_layer_gradients(CategoricalEmbedding([0, 2], dims=[2, 3]), (2,))
+    assert max(errors.values()) < 1e-7
+
+
 def test_a_first_embedding_returns_no_input_gradient():
     layer = build(CategoricalEmbedding([3]), (1,), get_backend("cpu"))
     layer.skip_input_grad = True
@@ -107,8 +116,8 @@ def test_a_first_embedding_returns_no_input_gradient():
 @pytest.mark.parametrize(
     "layer, shape, message",
     [
-        (CategoricalEmbedding([]), (0,), "cardinalities must be a non-empty list of positive"),
-        (CategoricalEmbedding([3, 0]), (2,), r"cardinalities must be .* got \[3, 0\]"),
+        (CategoricalEmbedding([]), (0,), "cardinalities must be a non-empty list of integers"),
+        (CategoricalEmbedding([3, -1]), (2,), r"cardinalities must be .* got \[3, -1\]"),
         (CategoricalEmbedding([3, True]), (2,), "cardinalities must be a non-empty list"),
         (CategoricalEmbedding([3], dims=[2, 2]), (1,), r"dims must be None, a positive integer"),
         (CategoricalEmbedding([3], dims=0), (1,), "'dims' parameter of CategoricalEmbedding"),

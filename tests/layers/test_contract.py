@@ -301,3 +301,77 @@ def test_a_forward_returning_another_kind_of_array_is_named():
         match=r"ReturnsTorch\.forward returned a torch\.Tensor for numpy\.ndarray inputs",
     ):
         fit([ReturnsTorch(), Dense(1)])
+
+
+# -- the input a built layer's forward takes -----------------------------------------
+def _built(layer, shape, dtype=np.float64):
+    layer.build(shape, backend=get_backend("cpu"), dtype=dtype, rng=np.random.RandomState(0))
+    return layer
+
+
+def _stock_layers():
+    from sknet.layers import (
+        LSTM,
+        BatchNorm,
+        Conv1D,
+        Conv2D,
+        Embedding,
+        GlobalAvgPool1D,
+        LayerNorm,
+        MaxPool2D,
+        MultiHeadAttention,
+        Residual,
+        Sequential,
+        TimeDistributed,
+        TransformerEncoderBlock,
+    )
+
+    return [
+        (Dense(3), (4,), (2, 5)),
+        (Dense(3), (4,), (2, 4, 1)),
+        (BatchNorm(), (4,), (2, 6)),
+        (LayerNorm(), (5, 4), (2, 5, 3)),
+        (Conv2D(2, 3), (1, 6, 6), (2, 1, 7, 6)),
+        (MaxPool2D(2), (2, 6, 6), (2, 3, 6, 6)),
+        (Conv1D(2, 3), (6, 4), (2, 6, 5)),
+        (Embedding(10, 3), (5,), (2, 6)),
+        (GlobalAvgPool1D(), (5, 4), (2, 5, 3)),
+        (LSTM(3), (5, 4), (2, 7, 4)),
+        (MultiHeadAttention(2), (5, 4), (2, 5, 6)),
+        (TransformerEncoderBlock(2, 8), (5, 4), (2, 4, 4)),
+        (TimeDistributed(Dense(2)), (5, 4), (2, 5, 3)),
+        (Sequential([Dense(3), Dense(2)]), (4,), (2, 5)),
+        (Residual([Dense(4)]), (4,), (2, 3)),
+    ]
+
+
+@pytest.mark.parametrize("layer, built_for, given", _stock_layers(), ids=lambda v: str(v)[:24])
+def test_forward_on_samples_of_another_shape_names_the_layer_and_both_shapes(
+    layer, built_for, given
+):
+    layer = _built(layer, built_for)
+    X = np.zeros(given, np.int64 if type(layer).__name__ == "Embedding" else np.float64)
+    expected = re.escape(f"{type(layer).__name__}.forward: built for samples of shape")
+    message = rf"{expected} {re.escape(str(built_for))}, got .* {re.escape(str(given[1:]))}"
+    for training in (False, True):
+        with pytest.raises(ValueError, match=message):
+            layer.forward(X, training=training)
+    assert layer.forward(np.zeros((2, *built_for), X.dtype), training=False).shape[0] == 2
+
+
+def test_forward_of_a_users_layer_on_samples_of_another_shape_is_named():
+    class Scale(Layer):
+        def build(self, input_shape, *, backend, dtype, rng):
+            super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+            self.add_param("s", np.ones(input_shape))
+            return input_shape
+
+        def forward(self, X, *, training):
+            return X * self.params["s"]
+
+    layer = _built(Scale(), (3,))
+    with pytest.raises(ValueError, match=r"Scale.forward: built for samples of shape \(3,\)"):
+        layer.forward(np.ones((2, 4)), training=False)
+    with pytest.raises(ValueError, match=r"got a batch of shape \(2, 1\)"):
+        layer.forward(np.ones((2, 1)), training=True)  # would broadcast silently
+    assert_allclose(layer.forward(np.ones((2, 3)), training=False), np.ones((2, 3)))

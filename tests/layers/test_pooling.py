@@ -1,6 +1,7 @@
 """Tests for sknet/layers/_pooling.py."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -212,3 +213,20 @@ def test_padding_larger_than_half_the_window_is_refused(Pool):
         Pool(2, stride=1, padding=2).build(
             (1, 2, 2), backend=get_backend("cpu"), dtype=np.float64, rng=np.random.RandomState(0)
         )
+
+
+@pytest.mark.parametrize(
+    "layer, shape",
+    [
+        (MaxPool2D(16), (1, 8, 8)),
+        (AvgPool2D(9), (2, 8, 8)),
+        (MaxPool2D((2, 9)), (1, 8, 8)),
+        (AvgPool2D(5), (1, 4, 6)),
+    ],
+    ids=["max", "avg", "max-wide", "avg-short"],
+)
+def test_a_pool_size_larger_than_the_images_names_pool_size_and_the_image_size(layer, shape):
+    size = re.escape(str(shape[1:]))
+    pool = re.escape(repr(layer.pool_size))
+    with pytest.raises(ValueError, match=rf"pool_size={pool} .*images of size {size}"):
+        layer.build(shape, backend=get_backend("cpu"), dtype=np.float32, rng=None)

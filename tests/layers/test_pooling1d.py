@@ -124,3 +124,10 @@ def test_bad_configurations_are_refused_at_build(layer, message):
             dtype=np.float32,
             rng=np.random.RandomState(0),
         )
+
+
+@pytest.mark.parametrize("Pool", [MaxPool1D, AvgPool1D])
+@pytest.mark.parametrize("pool_size", [9, 20])
+def test_a_pool_size_longer_than_the_sequences_names_pool_size_and_the_steps(Pool, pool_size):
+    with pytest.raises(ValueError, match=rf"pool_size={pool_size} .*sequences of 8 steps"):
+        Pool(pool_size).build((8, 3), backend=get_backend("cpu"), dtype=np.float32, rng=None)

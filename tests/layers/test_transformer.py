@@ -92,7 +92,8 @@ def test_equal_to_torch_transformer_encoder_layer(norm_first, activation):
 
     module = torch_block(layer, activation).train()  # the same path as while training
     Xt = torch.tensor(X, requires_grad=True)
-    Yt = module(Xt, src_key_padding_mask=torch.tensor(~mask))
+    Xz = torch.where(torch.tensor(mask)[:, :, None], Xt, 0.0)  # padded steps enter as zeros
+    Yt = module(Xz, src_key_padding_mask=torch.tensor(~mask))
     (Yt * torch.tensor(R)).sum().backward()
     assert_allclose(Y, Yt.detach().numpy(), atol=1e-12)
     assert_allclose(dX, Xt.grad.numpy(), atol=1e-12)

@@ -80,3 +80,23 @@ def test_layer_norm_of_rows_and_steps():
     assert_round_trip(fitted([Dense(6), LayerNorm(epsilon=1e-3), Dense(3)], X), X)
     S = rng.standard_normal((32, 4, 3))
     assert_round_trip(fitted([LayerNorm(), TimeDistributed(Dense(2))], S), S)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        lambda: MultiHeadAttention(2),
+        lambda: MultiHeadAttention(2, query_steps=3),
+        lambda: TransformerEncoderBlock(2, 8, norm_first=True),
+        lambda: TransformerEncoderBlock(2, 8),
+    ],
+    ids=["self", "cross", "pre-norm", "post-norm"],
+)
+def test_padded_steps_enter_the_attention_as_zeros_in_the_graph_too(block):
+    """Outputs at padded steps are those of zeros there, also where a Dense reads them."""
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((48, 6, 4))
+    X[::3, 4:] = -1.0  # padded steps hold padding_value, which the layers see as zeros
+    X[1::3, :2] = -1.0
+    reg = fitted([block(), TimeDistributed(Dense(2))], X, padding_value=-1)
+    assert_round_trip(reg, X)

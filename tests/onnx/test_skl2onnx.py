@@ -115,3 +115,108 @@ def test_class_indices_with_nocl(binary, digits):
     options = {id(clf): {"zipmap": False, "nocl": True}}
     labels, _ = run(skl2onnx_to_onnx(clf, X[:1].astype(np.float32), options=options), X)
     assert_array_equal(clf.classes_[labels], clf.predict(X))
+
+
+# -- tabular estimators: skl2onnx's inputs are the table's columns ---------------------
+
+
+def _tabular(cls=None, **params):
+    from sknet import TabularClassifier
+
+    cls = cls or TabularClassifier
+    return cls(hidden_layer_sizes=(8,), max_iter=3, random_state=0, device="cpu", **params)
+
+
+def _column_types(feed):
+    from skl2onnx.common.data_types import guess_data_type
+
+    return [(name, guess_data_type(value)[0][1]) for name, value in feed.items()]
+
+
+def _run_feed(model, feed):
+    from tests.onnx.helpers import rt
+
+    session = rt.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feed)
+
+
+def test_a_feature_extractor_over_a_tabular_estimator_applies_its_plan():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(
+        {"a": rng.normal(size=200), "b": rng.lognormal(3, 1, 200), "c": rng.normal(size=200)}
+    )
+    y = (frame["a"] + frame["b"] / 20 > 1).to_numpy().astype(int)
+    pipe = make_pipeline(FeatureExtractor(_tabular()), LogisticRegression()).fit(frame, y)
+    model = skl2onnx_to_onnx(
+        pipe,
+        frame.to_numpy()[:1].astype(np.float64),  # the columns as one tensor, in order
+        options={id(pipe[-1]): {"zipmap": False}},
+    )
+    labels, proba = run(model, frame.to_numpy(), np.float64)
+    assert_allclose(proba, pipe.predict_proba(frame), atol=1e-5, rtol=0)
+    assert_array_equal(labels, pipe.predict(frame))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_table_by_its_columns_through_a_feature_extractor(dtype):
+    from tests.onnx.test_tabular import _feed, _frame
+
+    frame = _frame(300)
+    feed = _feed(frame)
+    feed["member"] = frame[["member"]].to_numpy()  # booleans, as skl2onnx types them
+    feed["constant"] = frame[["constant"]].to_numpy().astype(np.int64)  # integers
+    y = np.where(frame["age"] > 40, "old", "young")
+    pipe = make_pipeline(FeatureExtractor(_tabular(dtype=dtype)), LogisticRegression())
+    pipe.fit(frame, y)
+    model = skl2onnx_to_onnx(
+        pipe, initial_types=_column_types(feed), options={id(pipe[-1]): {"zipmap": False}}
+    )
+    labels, proba = _run_feed(model, feed)
+    atol = 1e-5 if dtype == "float32" else 1e-10
+    assert_allclose(proba, pipe.predict_proba(frame), atol=atol, rtol=0)
+    assert_array_equal(labels, pipe.predict(frame))
+
+
+def test_tabular_estimators_in_a_pipeline():
+    from sknet import TabularRegressor
+    from tests.onnx.test_tabular import _feed, _frame
+
+    frame = _frame(300)
+    feed = _feed(frame)
+    types = _column_types(feed)
+    y = np.where(frame["age"] > 40, "old", "young")
+    clf = _tabular(dtype="float64").fit(frame, y)
+    labels, proba = _run_feed(
+        skl2onnx_to_onnx(clf, initial_types=types, options={id(clf): {"zipmap": False}}), feed
+    )
+    assert_allclose(proba, clf.predict_proba(frame), atol=1e-10, rtol=0)
+    assert_array_equal(labels, clf.predict(frame))
+    reg = _tabular(TabularRegressor).fit(frame, frame["age"].to_numpy())
+    (pred,) = _run_feed(skl2onnx_to_onnx(reg, initial_types=types), feed)
+    assert_allclose(pred.ravel(), reg.predict(frame), atol=1e-4, rtol=1e-5)
+
+
+def test_a_table_skl2onnx_does_not_give_by_its_columns_is_refused():
+    from skl2onnx.common.data_types import (
+        BooleanTensorType,
+        FloatTensorType,
+        StringTensorType,
+    )
+
+    from tests.onnx.test_tabular import _frame
+
+    frame = _frame()
+    y = np.where(frame["age"] > 40, "old", "young")
+    pipe = make_pipeline(FeatureExtractor(_tabular()), LogisticRegression()).fit(frame, y)
+    with pytest.raises(ValueError, match=r"one input per column.*'age', 'income'.*to_onnx"):
+        skl2onnx_to_onnx(pipe, initial_types=[("X", FloatTensorType([None, 6]))])
+    types = [(name, FloatTensorType([None, 1])) for name in frame.columns]
+    with pytest.raises(ValueError, match=r"then the booleans 'missingindicator_color'"):
+        skl2onnx_to_onnx(pipe, initial_types=types)  # skl2onnx's guess from the frame
+    types += [("missingindicator_color", BooleanTensorType([None, 1]))]
+    with pytest.raises(ValueError, match=r"column 'color' .* strings, got .*FloatTensorType"):
+        skl2onnx_to_onnx(pipe, initial_types=types)
+    types = [(name, StringTensorType([None, 1])) for name in frame.columns] + types[-1:]
+    with pytest.raises(ValueError, match=r"column 'age' .* numbers, got .*StringTensorType"):
+        skl2onnx_to_onnx(pipe, initial_types=types)

@@ -78,12 +78,16 @@ def _frame(n=200, seed=0):
 
 
 def _feed(frame):
+    """The graph's inputs: a column of strings comes with its missing values' own input."""
+    pd = pytest.importorskip("pandas")
     feed = {}
-    for name in frame.columns:
-        column = frame[[name]].to_numpy()
+    for j, name in enumerate(frame.columns):
+        name = name or f"x{j}"  # a column named '' is the input 'x<j>'
+        column = frame.iloc[:, [j]].to_numpy()
         if column.dtype.kind == "O":
-            # a missing string is the empty string
-            feed[name] = np.array([["" if v != v or v is None else v] for v in column[:, 0]])
+            missing = pd.isna(column)
+            feed[name] = np.where(missing, "", column).astype(str)  # any string where missing
+            feed[f"missingindicator_{name}"] = missing
         else:
             feed[name] = column.astype(np.float64)
     return feed
@@ -98,7 +102,7 @@ def test_the_column_plan_of_a_data_frame(scaling, dtype):
     ).fit(frame.iloc[:150])
     builder = GraphBuilder(np.dtype(dtype), 17)
     inputs, encoded = table_inputs(builder, encoder)
-    assert [i.name for i in inputs] == list(frame.columns)
+    assert [i.name for i in inputs] == [*frame.columns, "missingindicator_color"]
     (got,) = _session(builder, inputs, encoded, dtype).run(None, _feed(frame))
     expected = encoder.transform(frame)
     codes = encoder.output_groups_["categorical"]
@@ -144,9 +148,86 @@ def test_column_names_that_are_not_identifiers():
     encoder = TabularEncoder(numeric_scaling="standard").fit(frame)
     builder = GraphBuilder(np.float32, 17)
     inputs, encoded = table_inputs(builder, encoder)
-    assert [i.name for i in inputs] == ["a b", "a_b"]
+    assert [i.name for i in inputs] == ["a b", "a_b", "missingindicator_a_b"]
     (got,) = _session(builder, inputs, encoded, np.float32).run(None, _feed(frame))
     assert_allclose(got, encoder.transform(frame), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["unseen", "a-category"])
+def test_the_empty_string_is_coded_as_transform_codes_it(seen):
+    pd = pytest.importorskip("pandas")
+    train = pd.DataFrame({"s": ["a", "b", "" if seen else "a", None] * 5, "x": np.arange(20.0)})
+    encoder = TabularEncoder().fit(train)
+    assert ("" in encoder.categories_[0].tolist()) == seen
+    test = pd.DataFrame({"s": ["", "a", None, "z", "", "b"], "x": np.arange(6.0)})
+    builder = GraphBuilder(np.float64, 17)
+    inputs, encoded = table_inputs(builder, encoder)
+    (got,) = _session(builder, inputs, encoded).run(None, _feed(test))
+    expected = encoder.transform(test)
+    assert_array_equal(got[:, -1], expected[:, -1])  # '' unknown or its own code, None 0
+    assert_array_equal(expected[:, -1], [1, 2, 0, 4, 1, 3] if seen else [3, 1, 0, 3, 3, 2])
+
+
+def test_the_missing_input_of_a_string_column_is_its_only_missing_value():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"s": ["a", "", None, "None", "nan"] * 4})
+    encoder = TabularEncoder().fit(frame)
+    builder = GraphBuilder(np.float64, 17)
+    inputs, encoded = table_inputs(builder, encoder)
+    assert [(i.name, i.type.tensor_type.elem_type) for i in inputs] == [
+        ("s", onnx.TensorProto.STRING),
+        ("missingindicator_s", onnx.TensorProto.BOOL),
+    ]
+    session = _session(builder, inputs, encoded)
+    feed = _feed(frame)
+    (got,) = session.run(None, feed)
+    assert_array_equal(got, encoder.transform(frame))
+    feed["missingindicator_s"][:] = True  # whatever the strings say
+    (got,) = session.run(None, feed)
+    assert_array_equal(got, 0)
+
+
+def test_a_column_named_the_empty_string_is_the_input_x_and_its_position():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, np.nan], "": ["u", "", None, "u"]})
+    encoder = TabularEncoder(numeric_scaling="standard", dtype="float64").fit(frame)
+    builder = GraphBuilder(np.float64, 17)
+    inputs, encoded = table_inputs(builder, encoder)
+    assert [i.name for i in inputs] == ["a", "x1", "missingindicator_x1"]
+    (got,) = _session(builder, inputs, encoded).run(None, _feed(frame))
+    assert_allclose(got, encoder.transform(frame), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        (["", "x0"], r"the column '' and the column 'x0' would both be the input 'x0'"),
+        (
+            ["s", "missingindicator_s"],
+            r"the column 'missingindicator_s' and the missing values of the column 's' would "
+            r"both be the input 'missingindicator_s'",
+        ),
+    ],
+)
+def test_inputs_named_alike_are_refused(columns, message):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({columns[0]: ["a", "b"], columns[1]: ["c", "d"]})
+    encoder = TabularEncoder().fit(frame)
+    with pytest.raises(ValueError, match=message):
+        table_inputs(GraphBuilder(np.float32, 17), encoder)
+
+
+def test_the_export_reads_the_public_plan_of_the_encoder():
+    frame = _frame()
+    for scaling in ("quantile", "robust"):
+        encoder = TabularEncoder(numeric_scaling=scaling, dtype="float64").fit(frame)
+        expected = encoder.transform(frame)
+        for private in ("_scaler", "_indicator_positions"):  # what transform uses
+            encoder.__dict__.pop(private, None)
+        builder = GraphBuilder(np.float64, 17)
+        inputs, encoded = table_inputs(builder, encoder)
+        (got,) = _session(builder, inputs, encoded).run(None, _feed(frame))
+        assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
 # -- the tabular estimators: the column plan, then the network -------------------------
@@ -203,3 +284,48 @@ def test_an_array_of_numbers():
     labels, proba = _run(to_onnx(clf), {"X": X})
     assert_allclose(proba, clf.predict_proba(X), atol=1e-5, rtol=0)
     assert_array_equal(labels, clf.predict(X))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_empty_strings_missing_values_and_a_column_named_empty(dtype):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    n = 300
+    frame = pd.DataFrame(
+        {
+            "": rng.choice(["", "a", "b", None], n),  # '' mixed with missing values
+            "x": rng.normal(size=n),
+            "other": rng.choice(["", "u", "v"], n),
+        }
+    )
+    test = frame.copy()
+    test.loc[:20, "other"] = None  # none in training: missing at predict time only
+    test.loc[20:40, ""] = "unseen"
+    y = (frame["x"] > 0).to_numpy().astype(int)
+    clf = TabularClassifier(
+        hidden_layer_sizes=(8,), max_iter=3, random_state=0, device="cpu", dtype=dtype
+    ).fit(frame, y)
+    model = to_onnx(clf)
+    assert [i.name for i in model.graph.input] == [
+        "x0",
+        "x",
+        "other",
+        "missingindicator_x0",
+        "missingindicator_other",
+    ]
+    labels, proba = _run(model, _feed(test))
+    atol = 1e-5 if dtype == "float32" else 1e-10
+    assert_allclose(proba, clf.predict_proba(test), atol=atol, rtol=0)
+    assert_array_equal(labels, clf.predict(test))
+
+
+def test_a_feature_extractor_over_a_tabular_classifier():
+    from sknet import FeatureExtractor
+
+    frame = _frame(300)
+    y = np.where(frame["age"] > 40, "old", "young")
+    extractor = FeatureExtractor(
+        TabularClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0, device="cpu")
+    ).fit(frame, y)
+    (features,) = _run(to_onnx(extractor), _feed(frame))
+    assert_allclose(features, extractor.transform(frame), atol=1e-5, rtol=0)

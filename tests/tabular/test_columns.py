@@ -1,15 +1,16 @@
-"""Column kinds and values (sknet/tabular/_columns.py), against scikit-learn's rules."""
+"""Column kinds and values (sknet/tabular/_columns.py, _table.py), against scikit-learn's rules."""
 
 import numpy as np
 import pytest
 from sklearn.utils.validation import _check_categorical_features
 
-from sknet.tabular._columns import (
-    as_table,
-    categorical_mask,
-    missing_mask,
-    numeric_values,
-)
+from sknet.tabular._columns import categorical_mask
+from sknet.tabular._table import as_table, missing_mask
+
+
+def numeric_values(X, columns):
+    return as_table(X).numbers(columns)
+
 
 pd = pytest.importorskip("pandas")
 

@@ -162,3 +162,50 @@ def test_sample_weights_count_as_repeated_rows_and_zero_as_removed():
 def test_bad_sample_weights_are_refused(weights, message):
     with pytest.raises(ValueError, match=message):
         TabularEncoder().fit(table(), sample_weight=weights)
+
+
+def quantile_map(values, quantiles):
+    """The documented map of ``quantiles_``: the rank, ties in the middle, to a normal quantile."""
+    from scipy.special import ndtri
+
+    levels = np.linspace(0, 1, quantiles.size)
+    forward = np.interp(values, quantiles, levels)
+    backward = np.interp(-values, -quantiles[::-1], -levels[::-1])
+    return ndtri(np.clip(0.5 * (forward - backward), 1e-7, 1 - 1e-7))
+
+
+@pytest.mark.parametrize("scaling", ["quantile", "robust", "standard", None])
+def test_the_public_plan_is_what_transform_computes(scaling):
+    frame = table()
+    encoder = TabularEncoder(numeric_scaling=scaling, dtype="float64").fit(frame)
+    numbers = frame.iloc[:, encoder.numeric_features_].to_numpy(dtype=np.float64)
+    values = np.where(np.isnan(numbers), encoder.medians_, numbers)
+    assert (encoder.quantiles_ is None) == (scaling != "quantile")
+    assert (encoder.offsets_ is None) == (scaling not in ("robust", "standard"))
+    assert (encoder.scales_ is None) == (encoder.offsets_ is None)
+    if scaling == "quantile":
+        expected = np.column_stack(
+            [quantile_map(v, q) for v, q in zip(values.T, encoder.quantiles_)]
+        )
+    elif scaling is not None:
+        expected = (values - encoder.offsets_) / encoder.scales_
+    else:
+        expected = values
+    encoded = encoder.transform(frame)
+    np.testing.assert_allclose(encoded[:, encoder.output_groups_["numeric"]], expected, atol=1e-12)
+    positions = np.isin(encoder.numeric_features_, encoder.indicator_features_)
+    np.testing.assert_array_equal(
+        encoded[:, encoder.output_groups_["indicators"]], np.isnan(numbers[:, positions])
+    )
+
+
+def test_a_pickle_from_before_the_public_plan_gets_it():
+    encoder = TabularEncoder(numeric_scaling="robust").fit(table())
+    expected = {name: getattr(encoder, name) for name in ("offsets_", "scales_")}
+    for name in ("quantiles_", "offsets_", "scales_"):  # what older versions did not set
+        del encoder.__dict__[name]
+    loaded = pickle.loads(pickle.dumps(encoder))
+    assert loaded.quantiles_ is None
+    for name, value in expected.items():
+        np.testing.assert_array_equal(getattr(loaded, name), value)
+    np.testing.assert_array_equal(loaded.transform(table()), encoder.transform(table()))

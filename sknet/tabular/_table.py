@@ -1,0 +1,323 @@
+"""The one adapter of tables: any dataframe or array, read as NumPy columns.
+
+:func:`as_table` turns what a user passes as a table into a :class:`Table`:
+a pandas, polars or pyarrow table (any dataframe `narwhals
+<https://narwhals-dev.github.io/narwhals/>`_ knows, as scikit-learn 1.9
+takes them) keeps its column names and dtypes; a NumPy array, or a list of
+rows, becomes a 2-D array (a list mixing numbers and strings becomes an
+array of objects, so that a column of numbers stays numbers). Everything
+that reads a table's columns (the column kinds, the plan, the encoding, the
+checks of the column names at predict) goes through it. pandas is read by
+pandas itself (faster for a row or two); the other kinds through narwhals.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+#: narwhals dtypes (by class name) read as categorical columns under 'from_dtype'
+_CATEGORICAL_DTYPES = ("Categorical", "Enum", "String", "Object", "Boolean")
+
+
+def _narwhals():
+    import narwhals.stable.v2 as nw  # scikit-learn 1.9 needs it too; imported when a table comes
+
+    return nw
+
+
+def is_pandas(X):
+    """Whether ``X`` is a pandas DataFrame (without importing pandas)."""
+    return type(X).__module__.startswith("pandas") and hasattr(X, "iloc")
+
+
+def _is_dataframe(X):
+    if is_pandas(X):
+        return True
+    if isinstance(X, (np.ndarray, list, tuple)) or sp.issparse(X):
+        return False
+    try:
+        return _narwhals().dependencies.is_into_dataframe(X)
+    except ImportError:  # pragma: no cover - narwhals is a dependency
+        return False
+
+
+class Table:
+    """A table's columns as NumPy arrays, whatever holds them.
+
+    Made by :func:`as_table`. ``names`` are the column names when every
+    column has a string name (as scikit-learn records ``feature_names_in_``),
+    else ``None``.
+    """
+
+    def __init__(self, native, *, frame=None, array=None):
+        self.native = native
+        self._frame = frame  # a narwhals DataFrame (not pandas)
+        self._array = array
+        if is_pandas(native):
+            labels = list(native.columns)
+        elif frame is not None:
+            labels = list(frame.columns)
+        else:
+            labels = None
+        self._labels = labels
+        self.shape = native.shape if array is None else array.shape
+        self.names = (
+            [str(c) for c in labels]
+            if labels and all(isinstance(c, str) for c in labels)
+            else None
+        )
+
+    @property
+    def is_frame(self):
+        """Whether the table came as a dataframe (its columns have dtypes of their own)."""
+        return self._array is None
+
+    def label(self, j):
+        """How error messages name column ``j``: its name, or its index."""
+        if self._labels is not None:
+            return repr(self._labels[j]) if isinstance(self._labels[j], str) else str(j)
+        return str(j)
+
+    def take(self, rows):
+        """The table of rows ``rows`` (a slice or integer indices), of the same kind."""
+        if isinstance(rows, slice) and rows == slice(None):
+            return self
+        if self._array is not None:
+            return Table(self._array[rows], array=self._array[rows])
+        if is_pandas(self.native):
+            return Table(self.native.iloc[rows])
+        index = np.arange(self.shape[0])[rows]
+        return _from_frame(self._frame[index])
+
+    # -- dtypes ---------------------------------------------------------------------
+    def dtype_kinds(self):
+        """``'categorical'``, ``'numeric'`` or the refused dtype, for each column of a frame."""
+        if is_pandas(self.native):
+            return _pandas_kinds(self.native)
+        kinds = []
+        for dtype in self._frame.schema.values():
+            if type(dtype).__name__ in _CATEGORICAL_DTYPES:
+                kinds.append("categorical")
+            elif dtype.is_numeric():
+                kinds.append("numeric")
+            else:
+                kinds.append(str(dtype))
+        return kinds
+
+    # -- values -----------------------------------------------------------------------
+    def values(self, j):
+        """Column ``j`` as a 1-D array: numbers as they are, anything else as objects.
+
+        A dataframe's missing values (``None``, ``NaN``, ``NA``, null) are found
+        by :func:`missing_mask`; a null of polars or
+        pyarrow comes as ``None``.
+        """
+        if self._array is not None:
+            return self._array[:, j]
+        if is_pandas(self.native):
+            column = self.native.iloc[:, j]
+            if column.dtype.kind in "biuf":
+                return column.to_numpy()
+            return column.to_numpy(dtype=object)
+        series = self._frame.get_column(self._labels[j])
+        if series.dtype.is_numeric() and not series.null_count():
+            return series.to_numpy()
+        values = np.asarray(series.to_numpy(), dtype=object)
+        values[np.asarray(series.is_null().to_numpy(), dtype=bool)] = None  # pyarrow reads
+        return values  # a null category as another category
+
+    def numbers(self, columns, dtype=np.float64, why=""):
+        """Columns ``columns`` as one float array, missing values as NaN.
+
+        A column that holds anything but numbers (a string, say) is a
+        ValueError naming it, saying ``why`` it is numeric and how to make it
+        categorical; infinity a ValueError naming its column.
+        """
+        out = np.empty((self.shape[0], len(columns)), dtype=dtype)
+        for i, j in enumerate(columns):
+            out[:, i] = self._numbers(j, why)
+            if np.isinf(out[:, i]).any():
+                raise ValueError(
+                    f"Input X contains infinity in column {self.label(j)}: a numeric column "
+                    "may hold missing values (NaN), not infinite ones."
+                )
+        return out
+
+    def _numbers(self, j, why):
+        if is_pandas(self.native):
+            column = self.native.iloc[:, j]
+            if column.dtype.kind in "iuf":
+                return column.to_numpy(dtype=np.float64)
+            values = column.to_numpy(dtype=object)
+        else:
+            values = self.values(j)
+            if values.dtype.kind in "biuf":
+                return values
+        if values.dtype.kind == "O":
+            missing = missing_mask(values)
+            if missing.any():
+                values = values.copy()
+                values[missing] = np.nan
+        try:
+            return values.astype(np.float64)
+        except ValueError as exc:  # a string among the numbers
+            raise ValueError(
+                f"Column {self.label(j)} is planned as numeric{why} but holds a value that "
+                f"is not a number: {_first_text(values)!r}. Make it categorical: list it in "
+                "categorical_features (by name, by index, or in a boolean mask of dtype "
+                "bool), or pass categorical_features='from_dtype', which takes the columns "
+                "of strings."
+            ) from exc
+
+
+def missing_mask(values):
+    """Where a 1-D array of any dtype holds a missing value (None, NaN, NA, NaT)."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind in "biuUS":
+        return np.zeros(values.shape, dtype=bool)
+    try:
+        import pandas as pd
+    except ImportError:  # plain arrays: None and float NaN
+        return np.fromiter(
+            (v is None or (isinstance(v, float) and v != v) for v in values),
+            dtype=bool,
+            count=len(values),
+        )
+    return np.asarray(pd.isna(values), dtype=bool)
+
+
+def _first_text(values):
+    for value in values:
+        if isinstance(value, (str, bytes)):
+            return value
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return value
+    return None
+
+
+def _pandas_kinds(X):
+    import pandas as pd  # a DataFrame came, so pandas is there
+
+    types = pd.api.types
+    kinds = []
+    for dtype in X.dtypes:
+        if (
+            isinstance(dtype, pd.CategoricalDtype)
+            or types.is_bool_dtype(dtype)
+            or types.is_object_dtype(dtype)
+            or types.is_string_dtype(dtype)
+        ):
+            kinds.append("categorical")
+        elif types.is_numeric_dtype(dtype) and not types.is_complex_dtype(dtype):
+            kinds.append("numeric")
+        else:
+            kinds.append(str(dtype))
+    return kinds
+
+
+def _from_frame(frame):
+    return Table(frame.to_native(), frame=frame)
+
+
+def as_table(X, name="X"):
+    """``X`` as a :class:`Table`: a dataframe with its names, else a 2-D array.
+
+    Sparse matrices are refused (a TypeError saying what takes them), as
+    are arrays that are not 2-D or hold complex numbers.
+    """
+    if isinstance(X, Table):
+        return X
+    if _is_dataframe(X):
+        if is_pandas(X):
+            if X.ndim != 2:
+                raise ValueError(f"{name} must be 2-D, got {X.ndim} dimension(s)")
+            return Table(X)
+        return _from_frame(_narwhals().from_native(X, eager_only=True))
+    if sp.issparse(X):
+        raise TypeError(
+            f"{name} is a sparse matrix; a table takes dense data (a DataFrame or an "
+            "array). Densify it with X.toarray(), or use MLPClassifier/MLPRegressor, "
+            "which take sparse input."
+        )
+    array = np.asarray(X)
+    if array.dtype.kind in "US" and not isinstance(X, np.ndarray):
+        # NumPy makes a list mixing numbers and strings all strings: objects keep them.
+        array = np.asarray(X, dtype=object)
+    if array.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got {'scalar' if array.ndim == 0 else f'{array.ndim}D'} "
+            f"array instead: {name} must be a table of shape (n_samples, n_features). "
+            "Reshape your data either using array.reshape(-1, 1) if your data has a "
+            "single feature or array.reshape(1, -1) if it contains a single sample."
+        )
+    if array.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {array.dtype}")
+    if array.dtype.kind not in "biufOUSb":
+        raise TypeError(f"{name} must hold numbers, strings or booleans, got dtype {array.dtype}")
+    return Table(array, array=array)
+
+
+def check_columns(estimator, table, reset):
+    """Record (``reset``) or check the table's number of columns and their names.
+
+    scikit-learn's rules and messages (``validate_data``'s checks of
+    ``n_features_in_`` and ``feature_names_in_``), for every kind of table
+    whichever scikit-learn is installed: names are recorded when every column
+    has a string name, and a table with other names, or the same ones in
+    another order, is refused at predict.
+    """
+    n_features, name = table.shape[1], type(estimator).__name__
+    labels = table._labels or []
+    types = sorted({type(c).__qualname__ for c in labels})
+    if len(types) > 1 and "str" in types:
+        raise TypeError(
+            "Feature names are only supported if all input features have string names, "
+            f"but your input has {types} as feature name / column name types. If you "
+            "want feature names to be stored and validated, you must convert them all to "
+            "strings, by using X.columns = X.columns.astype(str) for example. Otherwise "
+            "you can remove feature / column names from your input data, or convert them "
+            "all to a non-string data type."
+        )
+    names = None if table.names is None else np.asarray(table.names, dtype=object)
+    if reset:
+        estimator.n_features_in_ = n_features
+        if names is not None:
+            estimator.feature_names_in_ = names
+        else:
+            estimator.__dict__.pop("feature_names_in_", None)
+        return
+    fitted = getattr(estimator, "feature_names_in_", None)
+    if names is not None and fitted is None:
+        warnings.warn(f"X has feature names, but {name} was fitted without feature names")
+    elif names is None and fitted is not None:
+        warnings.warn(
+            f"X does not have valid feature names, but {name} was fitted with feature names"
+        )
+    elif names is not None and (len(names) != len(fitted) or np.any(names != fitted)):
+        raise ValueError(_names_message(fitted, names))
+    if n_features != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {n_features} features, but {name} is expecting "
+            f"{estimator.n_features_in_} features as input."
+        )
+
+
+def _names_message(fitted, names):
+    unseen, missing = sorted(set(names) - set(fitted)), sorted(set(fitted) - set(names))
+
+    def listed(values):
+        shown = [f"- {v}\n" for v in values[:5]]
+        return "".join(shown) + ("- ...\n" if len(values) > 5 else "")
+
+    message = "The feature names should match those that were passed during fit.\n"
+    if unseen:
+        message += "Feature names unseen at fit time:\n" + listed(unseen)
+    if missing:
+        message += "Feature names seen at fit time, yet now missing:\n" + listed(missing)
+    if not unseen and not missing:
+        message += "Feature names must be in the same order as they were in fit.\n"
+    return message
