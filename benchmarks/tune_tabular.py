@@ -135,7 +135,7 @@ def main(argv=None):
             X_train, X_test, y_train, y_test = split
             with threadpool_limits(limits=1), warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                outputs, fit_s, _ = bench_tabular.fit_peer(
+                outputs, fit_s, _, _ = bench_tabular.fit_peer(
                     "hgb", task, seed, X_train, y_train, X_test, False
                 )
                 rows["hgb"].append((bench_tabular.score(task, y_test, outputs, classes), fit_s, 0))
