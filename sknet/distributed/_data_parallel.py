@@ -25,13 +25,16 @@ live apart.
 import copy
 from numbers import Integral
 
+import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from sknet.distributed._driver import _Driver, check_batch_callbacks
+from sknet.distributed._frame_checks import is_dask_collection
 from sknet.distributed._inputs import _Inputs
+from sknet.distributed._tables import predict_collection, score_collection
 from sknet.engine._trainer import batches_run_by
 from sknet.estimators._base import BaseNeuralNetwork
 from sknet.estimators._training import STOCHASTIC_SOLVERS
@@ -72,19 +75,25 @@ class _LocalModel:
         check_is_fitted(self)
         return self.estimator_
 
+    def _answer(self, method, X):
+        check_is_fitted(self)
+        if is_dask_collection(X):  # computed on the workers, partition by partition
+            return predict_collection(self.estimator_, method, X)
+        return getattr(self.estimator_, method)(X)
+
     def predict(self, X):
-        """Predict with the fitted model, in this process.
+        """Predict with the fitted model: in this process, or on the workers for Dask ``X``.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask DataFrame or dask array of shape (n_samples, n_features)
 
         Returns
         -------
-        y : ndarray
+        y : ndarray, or a Dask Series (a Dask DataFrame for several outputs) with the
+            index of a Dask DataFrame ``X``, or a Dask array of a Dask array's rows
         """
-        check_is_fitted(self)
-        return self.estimator_.predict(X)
+        return self._answer("predict", X)
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X):
@@ -92,14 +101,14 @@ class _LocalModel:
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask DataFrame or dask array of shape (n_samples, n_features)
 
         Returns
         -------
-        y_prob : ndarray of shape (n_samples, n_classes)
+        y_prob : ndarray of shape (n_samples, n_classes), or a Dask DataFrame (a column
+            a class) or a Dask array for Dask ``X``, computed on the workers
         """
-        check_is_fitted(self)
-        return self.estimator_.predict_proba(X)
+        return self._answer("predict_proba", X)
 
     @available_if(_estimator_has("predict_log_proba"))
     def predict_log_proba(self, X):
@@ -107,21 +116,23 @@ class _LocalModel:
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask DataFrame or dask array of shape (n_samples, n_features)
 
         Returns
         -------
-        log_y_prob : ndarray of shape (n_samples, n_classes)
+        log_y_prob : ndarray of shape (n_samples, n_classes), or a Dask collection
+            for Dask ``X``, computed on the workers
         """
-        check_is_fitted(self)
-        return self.estimator_.predict_log_proba(X)
+        return self._answer("predict_log_proba", X)
 
     def score(self, X, y, sample_weight=None):
         """The estimator's score (accuracy, or R² for regressors) on ``X, y``.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask DataFrame or dask array of shape (n_samples, n_features)
+            Dask ``X`` is predicted on the workers; the predictions and ``y`` (Dask
+            collections too) come to this process, one value a row, to be scored.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -130,6 +141,9 @@ class _LocalModel:
         score : float
         """
         check_is_fitted(self)
+        if is_dask_collection(X):
+            client = _get_client(getattr(self, "client", None), _import_distributed()[1])
+            return score_collection(self.estimator_, X, y, sample_weight, client)
         return self.estimator_.score(X, y, sample_weight=sample_weight)
 
     def __sklearn_is_fitted__(self):
@@ -140,8 +154,11 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     """Train one sknet estimator on the workers of a Dask cluster, in step.
 
     ``fit`` cuts the data into one shard per worker and leaves each shard on
-    its worker: the blocks of a Dask array are not pulled through the client,
-    and NumPy input is scattered once. Each worker trains a replica of
+    its worker: the blocks of a Dask array and the partitions of a Dask
+    DataFrame are not pulled through the client (a tabular estimator's column
+    plan is learned on the workers, from summaries of the partitions, and
+    each worker encodes its own rows), and NumPy input is scattered once.
+    Each worker trains a replica of
     ``estimator`` with sknet's trainer. The epochs are the ones ``estimator``
     trains on its own: the same shuffling, the same batches of
     ``batch_size`` rows, as many optimizer steps; each batch is cut over the
@@ -231,6 +248,11 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         ``'sockets'`` between the workers, authenticated, on a plain TCP
         cluster; ``'dask'`` messages on a TLS, in-process or other cluster;
         ``'nccl'`` between GPUs; ``'none'`` with one worker).
+    plan_rank_error_ : ndarray of shape (n_numeric_columns,)
+        A tabular estimator's plan learned from a Dask DataFrame: for each
+        numeric column, the bound on the rank error of its quantiles (median,
+        reference quantiles, bins) as a fraction of its training weight; 0
+        where the merged summaries were exact (see the user guide).
 
     See Also
     --------
@@ -258,7 +280,12 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     (``X_val``, or ``validation_fraction`` of the rows with
     ``early_stopping=True``) are gathered on the driver, which scores the
     synchronized model. With Dask input and ``early_stopping=True`` the
-    validation rows are drawn by DataParallel from ``estimator.random_state``.
+    validation rows are drawn by DataParallel from ``estimator.random_state``
+    (for a Dask DataFrame, by each partition: ``validation_fraction`` of its
+    rows, stratified for a classifier, from the seed and its number). A Dask
+    DataFrame's ``y`` and ``sample_weight`` are Dask collections holding its
+    rows partition by partition (``y = ddf['target']``); bad partitions (their
+    dtypes, categories, columns, rows) are refused by number before training.
     A callback's ``on_batch_end`` that only reads the fit (``observes_batches``,
     :class:`~sknet.callbacks.ProgressBar`) runs on the driver after each
     epoch's batches; a per-batch learning-rate schedule
@@ -313,12 +340,16 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : ndarray, sparse matrix or dask.array.Array of shape (n_samples, n_features)
-            The input; a Dask array stays on the workers.
-        y : array-like or dask.array.Array of shape (n_samples,) or (n_samples, n_outputs)
-            The targets (gathered on the driver).
-        sample_weight : array-like or dask.array.Array of shape (n_samples,), default=None
-            Sample weights.
+        X : ndarray, sparse matrix, dask.array.Array or dask.dataframe.DataFrame \
+of shape (n_samples, n_features)
+            The input; a Dask array or DataFrame stays on the workers.
+        y : array-like, dask.array.Array or dask Series of shape (n_samples,) or \
+(n_samples, n_outputs)
+            The targets (gathered on the driver); with a Dask DataFrame ``X``, a
+            Dask collection partitioned like it (``y = ddf['target']``).
+        sample_weight : array-like, dask.array.Array or dask Series of shape \
+(n_samples,), default=None
+            Sample weights (partitioned like a Dask DataFrame ``X``).
         **fit_params : dict
             ``X_val``, ``y_val``, ``sample_weight_val``: a validation set,
             scored on the driver after every epoch.
@@ -370,7 +401,9 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         client = _get_client(self.client, distributed)
         workers = _pick_workers(client, self.n_workers)
         device = estimator.device
-        inputs = _Inputs.prepare(estimator, X, y, sample_weight, fit_params, da, distributed)
+        inputs = _Inputs.prepare(
+            estimator, X, y, sample_weight, fit_params, da, distributed, client, method
+        )
         driver = _Driver(client, distributed, estimator, inputs, workers, self)
         estimator.set_params(device="cpu")  # the driver averages and scores on its CPU
         try:
@@ -387,6 +420,7 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         self.worker_devices_ = list(driver.devices)
         self.sync_history_ = list(driver.history)
         self.epoch_history_ = list(driver.epochs)
+        _record_frame(self, estimator, inputs.frame)
         self.n_features_in_ = estimator.n_features_in_
         for name in ("classes_", "feature_names_in_"):
             if hasattr(estimator, name):
@@ -418,6 +452,17 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
         tags.target_tags = inner.target_tags
         tags.input_tags.sparse = inner.input_tags.sparse
         return tags
+
+
+def _record_frame(model, estimator, frame):
+    """What a fit on a Dask DataFrame adds: its column names, its plan's rank errors."""
+    if frame is None:
+        model.__dict__.pop("plan_rank_error_", None)
+        return
+    if frame.names is not None and "encoder_" not in estimator.__dict__:
+        estimator.feature_names_in_ = np.asarray(frame.names, dtype=object)  # a network's
+    if frame.rank_errors is not None:  # a plan learned on the cluster
+        model.plan_rank_error_ = frame.rank_errors
 
 
 def _check_sknet_estimator(estimator):

@@ -41,6 +41,7 @@ from sknet.distributed._epochs import (
     plan_epoch,
 )
 from sknet.distributed._state import abort, install, uninstall
+from sknet.distributed._tables import frame_shards, submit_shard
 from sknet.distributed._worker import (
     RunInfo,
     _dask_shard,
@@ -94,6 +95,7 @@ class _Shard:
         self.worker = worker
         self.data = self.template = None  # futures on the worker
         self.dask_blocks = self.keep = None  # Dask input: which blocks, which of their rows
+        self.frame_parts = None  # a Dask DataFrame's: which partitions
 
     @property
     def n_rows(self):
@@ -227,6 +229,12 @@ class _Driver:
             self.shards, self._dask_X = _dask_block_shards(
                 self.client, self.distributed, self.inputs, self.workers, k
             )
+        elif self.inputs.frame is not None:  # encoded where the partitions are, by the plan
+            self.inputs.frame.plan = getattr(self.estimator, "encoder_", None)
+            self.shards = []
+            for parts, start, stop, worker in frame_shards(self.inputs.frame, self.workers, k):
+                self.shards.append(_Shard(len(self.shards), start, stop, worker))
+                self.shards[-1].frame_parts = parts
         else:
             bounds = [round(i * n / k) for i in range(k + 1)]
             self.shards = [_Shard(i, bounds[i], bounds[i + 1], self.workers[i]) for i in range(k)]
@@ -274,7 +282,10 @@ class _Driver:
         sl = slice(shard.start, shard.stop)
         Y = np.asarray(data.Y[sl])
         w = None if data.w is None else np.asarray(data.w[sl])
-        if shard.dask_blocks is None:
+        if shard.frame_parts is not None:
+            frame, dtype = self.inputs.frame, self._template.dtype
+            shard.data = submit_shard(client, frame, shard.frame_parts, Y, w, dtype, worker)
+        elif shard.dask_blocks is None:
             shard.data = client.scatter((data.X[sl], Y, w), workers=[worker], hash=False)
         else:
             shard.data = client.submit(

@@ -96,14 +96,11 @@ def plan_epoch(shards, rows, w, batch_size, *, mode, sync_every):
         sums = sizes.astype(np.float64)
     else:  # what one process divides each batch by (Trainer.run_epochs)
         sums = np.add.reduceat(w[rows], starts) if n else np.zeros(0)
-    batch_of = np.arange(n) // batch_size
-    bounds = np.array([shard.start for shard in shards])
-    owner = np.searchsorted(bounds, rows, side="right") - 1
     several = len(shards) > 1
     plans = []
-    for shard in shards:
-        mine = np.flatnonzero(owner == shard.index)
-        batch = batch_of[mine]
+    for shard in shards:  # a few bytes a row at a time: the driver of a large table holds them
+        mine = np.flatnonzero((rows >= shard.start) & (rows < shard.stop))
+        batch = mine // batch_size
         counts = np.bincount(batch, minlength=starts.shape[0])
         if not several:
             local_sums = sums

@@ -1,8 +1,10 @@
 """What a DataParallel fit trains on, and where the rows of ``X`` are.
 
 NumPy (or sparse) ``X`` goes to the driver's estimator as it is; a Dask
-array's blocks stay on the workers (:class:`_Inputs`). The targets, the sample
-weights and the validation rows are gathered on the driver.
+array's blocks stay on the workers (:class:`_Inputs`), and so do a Dask
+DataFrame's partitions (:mod:`~sknet.distributed._tables`: the plan is
+learned and the rows encoded there). The targets, the sample weights and the
+validation rows are gathered on the driver.
 """
 
 import math
@@ -10,6 +12,9 @@ import math
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.model_selection import train_test_split
+
+from sknet.distributed._frame_checks import is_dask_collection, is_dask_frame
+from sknet.distributed._tables import frame_inputs
 
 
 class _Inputs:
@@ -23,16 +28,22 @@ class _Inputs:
     (the early-stopping validation rows are taken out and gathered).
     """
 
-    def __init__(self, X, y, sample_weight, fit_params, dask_X=None, rows=None):
+    def __init__(self, X, y, sample_weight, fit_params, dask_X=None, rows=None, frame=None):
         self.X, self.y, self.sample_weight = X, y, sample_weight
         self.fit_params = fit_params
         self.dask_X = dask_X
         self.rows = rows
+        self.frame = frame  # a Dask DataFrame's rows (FrameRows): where they are
 
     @classmethod
-    def prepare(cls, estimator, X, y, sample_weight, fit_params, da, distributed):
-        y, sample_weight = (_gather(a, da) for a in (y, sample_weight))
+    def prepare(
+        cls, estimator, X, y, sample_weight, fit_params, da, distributed, client=None, method="fit"
+    ):
         fit_params = {k: _gather(v, da) for k, v in fit_params.items()}
+        if is_dask_frame(X):
+            given = frame_inputs(estimator, X, y, sample_weight, fit_params, client, method)
+            return cls(*given[:4], frame=given[4])
+        y, sample_weight = (_gather(a, da) for a in (y, sample_weight))
         if not isinstance(X, da.Array):
             return cls(X, y, sample_weight, fit_params)
         if X.ndim != 2:
@@ -63,7 +74,7 @@ class _Inputs:
 
 
 def _gather(a, da):
-    return a.compute() if isinstance(a, da.Array) else a
+    return a.compute() if isinstance(a, da.Array) or is_dask_collection(a) else a
 
 
 def _take(a, rows):

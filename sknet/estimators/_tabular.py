@@ -31,7 +31,7 @@ from sknet.estimators._layer_list import positive_ints
 from sknet.estimators._neural_net import _NeuralNet
 from sknet.estimators._tabular_network import NUMERIC_EMBEDDINGS, tabular_layers
 from sknet.tabular import TabularEncoder
-from sknet.tabular._table import as_table, check_columns
+from sknet.tabular._table import RemoteTable, as_table, check_columns
 
 _NAME_WARNINGS = ("X has feature names", "X does not have valid feature names")
 
@@ -92,6 +92,9 @@ class TabularMixin:
 
     def _encode(self, table):
         """The table encoded by the fitted plan: one float matrix."""
+        if isinstance(table, RemoteTable):  # rows on a cluster: each worker encodes its own
+            width = int(self.encoder_.output_groups_["categorical"].stop)
+            return table.stand_in(width, self._np_dtype)
         with warnings.catch_warnings():
             # The estimator has checked the column names already, and said so.
             for message in _NAME_WARNINGS:
@@ -122,6 +125,11 @@ class TabularMixin:
     def _learn_plan(self, X, Y, sample_weight, rows):
         # The column plan weighs the rows as the loss does (a row of weight 2 counts
         # twice in its quantiles and category frequencies).
+        # A RemoteTable's plan was learned where its rows are, from their merged summaries
+        # (DataParallel on a Dask DataFrame: sknet.distributed._tables).
+        if isinstance(X, RemoteTable):
+            self.encoder_ = X.plan
+            return super()._learn_plan(X, Y, sample_weight, rows)
         weights = None if sample_weight is None else sample_weight[rows]
         with warnings.catch_warnings():
             for message in _NAME_WARNINGS:

@@ -7,6 +7,9 @@ value, codes ``1 .. K`` are the categories in sorted order and code
 :class:`~sknet.layers.CategoricalEmbedding` reads, for ``K`` categories.
 """
 
+from decimal import Decimal
+from numbers import Real
+
 import numpy as np
 
 from sknet.tabular._table import missing_mask
@@ -25,7 +28,7 @@ def _type_error(label, value):
 def _check_values(values, label):
     """Refuse values that cannot be categories (unhashable, or neither text nor number)."""
     for value in values:
-        if not isinstance(value, (str, bytes, bool, np.bool_, int, float, np.number)):
+        if not isinstance(value, (str, bytes, np.bool_, Real, Decimal, np.number)):
             raise _type_error(label, value)
 
 
@@ -48,6 +51,45 @@ def learn_categories(values, min_frequency=None, label="0", sample_weight=None):
     categories : ndarray
         The categories, sorted (by type name, then value, when types mix).
     """
+    categories, frequencies = count_categories(values, label, sample_weight)
+    return frequent_categories(categories, frequencies, min_frequency)
+
+
+def frequent_categories(categories, frequencies, min_frequency):
+    """The categories seen at least ``min_frequency`` times (all with None)."""
+    if min_frequency is None:
+        return categories
+    return categories[np.asarray(frequencies) >= min_frequency]
+
+
+def sorted_categories(keys):
+    """Distinct values (a list) as a sorted array of objects: by type name, then value,
+    when types mix."""
+    keys = list(keys)
+    try:
+        keys.sort()
+    except TypeError:  # mixed types: grouped by type, then sorted within
+        keys.sort(key=lambda v: (type(v).__name__, str(v)))
+    categories = np.empty(len(keys), dtype=object)
+    categories[:] = keys
+    return categories
+
+
+def count_categories(values, label="0", sample_weight=None):
+    """A column's distinct training values, sorted, and the weight of each.
+
+    What :func:`learn_categories` counts before it leaves out the rare ones;
+    a summary of a partition's rows keeps it whole, to merge
+    (:mod:`sknet.tabular._summaries`).
+
+    Returns
+    -------
+    categories : ndarray
+        The distinct values that are not missing, sorted as
+        :func:`learn_categories` sorts them.
+    frequencies : ndarray of float or int
+        The number of rows (the sum of their weights) of each.
+    """
     seen = ~missing_mask(values)
     present = values[seen]
     if present.dtype.kind == "O":
@@ -62,27 +104,29 @@ def learn_categories(values, min_frequency=None, label="0", sample_weight=None):
                     raise _type_error(label, value) from None
             raise
         _check_values(index, label)
-        keys = list(index)
-        try:
-            keys.sort()
-        except TypeError:  # mixed types: grouped by type, then sorted within
-            keys.sort(key=lambda v: (type(v).__name__, str(v)))
-        categories = np.empty(len(keys), dtype=object)
-        categories[:] = keys
-        rank = {key: i for i, key in enumerate(keys)}  # a value's place among the sorted
+        categories = sorted_categories(index)
+        rank = {key: i for i, key in enumerate(categories.tolist())}  # place among the sorted
         sorted_code = np.array([rank[key] for key in index], dtype=np.intp)
         position = sorted_code[codes] if codes.size else codes
     else:
         categories, position = np.unique(present, return_inverse=True)
     weights = None if sample_weight is None else sample_weight[seen]
     frequencies = np.bincount(position, weights=weights, minlength=len(categories))
-    if min_frequency is not None:
-        categories = categories[frequencies >= min_frequency]
-    return categories
+    return categories, frequencies
 
 
-def encode_categories(values, categories, dtype=np.float64):
+def category_lookup(categories):
+    """``{category: code}`` of a column's sorted categories (codes from 1), for
+    :func:`encode_categories` (made once a fitted plan, not once a call)."""
+    return {value: code for code, value in enumerate(categories.tolist(), start=1)}
+
+
+def encode_categories(values, categories, dtype=np.float64, label="0", lookup=None):
     """Codes of a column's values: 0 missing, ``1 .. K`` categories, ``K + 1`` unknown.
+
+    A value that could not be a category (a list, a dict, a tuple: neither
+    text nor a number) is refused as :func:`learn_categories` refuses it,
+    a TypeError naming the column ``label``, never coded as unknown.
 
     Parameters
     ----------
@@ -92,6 +136,10 @@ def encode_categories(values, categories, dtype=np.float64):
         The column's categories, from :func:`learn_categories`.
     dtype : dtype, default=np.float64
         The dtype of the codes (whole numbers in it).
+    label : str, default="0"
+        The column's name or index, for error messages.
+    lookup : dict or None, default=None
+        :func:`category_lookup` of ``categories``, when the caller keeps it.
 
     Returns
     -------
@@ -102,9 +150,9 @@ def encode_categories(values, categories, dtype=np.float64):
     codes = np.full(values.shape[0], K + 1, dtype=dtype)
     codes[missing] = MISSING_CODE
     present = ~missing
-    if K == 0:
-        return codes
-    if values.dtype.kind != "O" and categories.dtype.kind != "O":
+    if values.dtype.kind != "O" and (K == 0 or categories.dtype.kind != "O"):
+        if K == 0:
+            return codes
         # Sorted categories of one kind: a binary search, no Python loop.
         try:
             where = np.searchsorted(categories, values[present])
@@ -114,15 +162,44 @@ def encode_categories(values, categories, dtype=np.float64):
         found = categories[where] == values[present]
         codes[np.flatnonzero(present)[found]] = where[found] + 1
         return codes
-    lookup = {value: code for code, value in enumerate(categories.tolist(), start=1)}
-    unknown = K + 1
+    found = _hashed_codes(categories, values[present])
+    if found is not None:  # many values of a column of text: pandas' hash table
+        _check_values(values[present][found == K + 1].tolist(), label)
+        codes[present] = found
+        return codes
+    lookup = category_lookup(categories) if lookup is None else lookup
+    unknown, given = K + 1, values[present].tolist()
     try:
-        codes[present] = [lookup.get(v, unknown) for v in values[present].tolist()]
-    except TypeError:  # an unhashable value is no category: unknown
-        codes[present] = [
-            lookup.get(v, unknown) if _hashable(v) else unknown for v in values[present].tolist()
-        ]
+        found = [lookup.get(v, unknown) for v in given]
+    except TypeError:  # an unhashable value: refused below
+        found = [lookup.get(v, unknown) if _hashable(v) else unknown for v in given]
+    _check_values((v for v, code in zip(given, found) if code == unknown), label)
+    codes[present] = found
     return codes
+
+
+#: Fewer values than this are coded by a dict (a row at predict: no table to build).
+_HASHED_FROM = 256
+
+
+def _hashed_codes(categories, values):
+    """Codes ``1..K`` of ``values`` among string ``categories`` (``K + 1``: not among them),
+    by pandas' hash table: what the dict of :func:`category_lookup` gives, in C.
+
+    None where it does not apply (few values, categories not all strings, no pandas, a
+    value that cannot be hashed): the caller codes by the dict.
+    """
+    if values.shape[0] < _HASHED_FROM or not all(isinstance(c, str) for c in categories):
+        return None
+    try:
+        import pandas as pd
+    except ImportError:
+        return None
+    try:
+        where = pd.Index(categories, dtype=object).get_indexer(values)
+    except TypeError:  # unhashable values: the dict path names them
+        return None
+    return np.where(where < 0, len(categories), where) + 1
 
 
 def _hashable(value):

@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.tabular._categorical import encode_categories, learn_categories
+from sknet.tabular._categorical import category_lookup, encode_categories, learn_categories
 from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, bin_edges
 from sknet.tabular._table import as_table, check_columns
@@ -66,7 +66,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     n_bins : int or None, default=None
         When given, ``bins_`` holds the edges of up to ``n_bins`` quantile
         bins of each scaled numeric column (for
-        :class:`~sknet.layers.PiecewiseLinearEncoding`).
+        :class:`~sknet.layers.PiecewiseLinearEncoding`), at most 65536.
 
     %(plan_frequency)s
     missing_indicators : bool, default=True
@@ -208,6 +208,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         self : TabularEncoder
         """
         self._validate_params()
+        self.__dict__.pop("_lookups", None)  # of the categories of a previous fit
         X = self._table(X, reset=True)
         weights = _check_weights(sample_weight, X.shape[0])
         self.is_categorical_ = categorical_mask(X, self.categorical_features)
@@ -217,20 +218,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         numbers = X.numbers(self.numeric_features_, why=self._why_numeric())
         if rows is not None:
             numbers, weights = numbers[rows], weights[rows]
-        has_missing = np.isnan(numbers).any(axis=0)
-        self.indicator_features_ = (
-            self.numeric_features_[has_missing]
-            if self.missing_indicators
-            else np.array([], dtype=np.intp)
-        )
-        self._indicator_positions = np.flatnonzero(has_missing) if self.missing_indicators else []
-        self._scaler = NumericScaler(self.numeric_scaling).fit(numbers, weights)
-        self.medians_ = self._scaler.medians_
-        self.quantiles_, self.offsets_, self.scales_ = _public_scaling(self._scaler)
-        self.categories_ = []
+        categories = []
         for j in self.categorical_features_:
             values = X.values(j)
-            self.categories_.append(
+            categories.append(
                 learn_categories(
                     values if rows is None else values[rows],
                     self.min_frequency,
@@ -238,7 +229,33 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                     sample_weight=weights,
                 )
             )
+        scaler = NumericScaler(self.numeric_scaling).fit(numbers, weights)
+        self._set_plan(np.isnan(numbers).any(axis=0), scaler, categories)
+        if self.n_bins is not None:
+            scaled = self._scaler.transform(numbers, np.empty_like(numbers))
+            scaled[np.isnan(numbers)] = np.nan  # bins of the values seen, not of the medians
+            self.bins_ = bin_edges(scaled, self.n_bins, weights)
+        return self
+
+    def _set_plan(self, has_missing, scaler, categories):
+        """The fitted attributes of what was learned, from rows or merged summaries
+        (:func:`~sknet.tabular._summaries.encoder_from_summary`); ``bins_`` left None.
+
+        ``has_missing`` says which numeric columns had missing values, ``scaler`` is the
+        fitted :class:`NumericScaler` and ``categories`` each categorical column's.
+        """
+        self.indicator_features_ = (
+            self.numeric_features_[has_missing]
+            if self.missing_indicators
+            else np.array([], dtype=np.intp)
+        )
+        self._indicator_positions = np.flatnonzero(has_missing) if self.missing_indicators else []
+        self._scaler = scaler
+        self.medians_ = scaler.medians_
+        self.quantiles_, self.offsets_, self.scales_ = _public_scaling(scaler)
+        self.categories_ = list(categories)
         self.cardinalities_ = np.array([len(c) for c in self.categories_], dtype=np.intp)
+        self._lookups = [category_lookup(c) for c in self.categories_]
         n_num, n_ind = len(self.numeric_features_), len(self._indicator_positions)
         self.output_groups_ = {
             "numeric": slice(0, n_num),
@@ -246,11 +263,14 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             "categorical": slice(n_num + n_ind, n_num + n_ind + len(self.categorical_features_)),
         }
         self.bins_ = None
-        if self.n_bins is not None:
-            scaled = self._scaler.transform(numbers, np.empty_like(numbers))
-            scaled[np.isnan(numbers)] = np.nan  # bins of the values seen, not of the medians
-            self.bins_ = bin_edges(scaled, self.n_bins, weights)
-        return self
+
+    def _category_lookups(self):
+        """Each categorical column's ``{category: code}``: made by ``fit`` (and when a
+        pickle from before them loads), so ``transform`` changes nothing of the encoder."""
+        lookups = self.__dict__.get("_lookups")
+        if lookups is None or len(lookups) != len(self.categories_):  # a plan set by hand
+            return [category_lookup(c) for c in self.categories_]
+        return lookups
 
     def _why_numeric(self):
         """What made the columns numeric, for the error of a column of strings among them."""
@@ -284,13 +304,18 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         dtype = np.dtype(self.dtype)
         out = np.empty((X.shape[0], self.output_groups_["categorical"].stop), dtype=dtype)
         numbers = X.numbers(self.numeric_features_)
-        self._scaler.transform(numbers, out[:, self.output_groups_["numeric"]])
+        with np.errstate(over="ignore"):  # refused below, naming the column
+            self._scaler.transform(numbers, out[:, self.output_groups_["numeric"]])
+        _check_scaled(self, X, numbers, out[:, self.output_groups_["numeric"]])
         if len(self._indicator_positions):
             indicators = np.isnan(numbers[:, self._indicator_positions])
             out[:, self.output_groups_["indicators"]] = indicators
         start = self.output_groups_["categorical"].start
+        columns = X.values_of(self.categorical_features_)
+        lookups = self._category_lookups()
         for i, (j, categories) in enumerate(zip(self.categorical_features_, self.categories_)):
-            out[:, start + i] = encode_categories(X.values(j), categories, dtype)
+            codes = encode_categories(columns[i], categories, dtype, X.label(j), lookups[i])
+            out[:, start + i] = codes
         return out
 
     def get_feature_names_out(self, input_features=None):
@@ -322,8 +347,15 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         out += list(names[self.categorical_features_])
         return np.asarray(out, dtype=object)
 
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_lookups", None)  # made again from categories_ when loaded
+        return state
+
     def __setstate__(self, state):
         super().__setstate__(state)
+        if "categories_" in state:
+            self._lookups = [category_lookup(c) for c in self.categories_]
         if "_scaler" in state and "quantiles_" not in state:  # pickled before the public plan
             self.quantiles_, self.offsets_, self.scales_ = _public_scaling(self._scaler)
 
@@ -348,11 +380,32 @@ def _public_scaling(scaler):
     return None, None, None
 
 
+def _check_scaled(encoder, X, numbers, scaled):
+    """A ValueError naming the column of a finite value its scaling took beyond the dtype."""
+    overflow = np.isinf(scaled)
+    if not overflow.any():
+        return
+    i, k = np.argwhere(overflow.T)[0]
+    dtype = np.dtype(encoder.dtype)
+    raise ValueError(
+        f"Column {X.label(encoder.numeric_features_[i])} holds {numbers[k, i]!r}, which "
+        f"numeric_scaling={encoder.numeric_scaling!r} maps beyond the largest {dtype} "
+        f"({np.finfo(dtype).max:.6g}); scale the column, or use "
+        "numeric_scaling='quantile'" + (", or dtype='float64'" if dtype.itemsize < 8 else "")
+    )
+
+
 def _check_weights(sample_weight, n_samples):
     """``sample_weight`` as a float64 array of ``n_samples`` non-negative values, or None."""
     if sample_weight is None:
         return None
-    weights = np.asarray(sample_weight, dtype=np.float64)
+    weights = np.asarray(sample_weight)
+    if weights.dtype.kind == "c":  # float64 would drop the imaginary parts, with a warning
+        raise ValueError(f"Complex data not supported: sample_weight has dtype {weights.dtype}")
+    try:
+        weights = weights.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"sample_weight must hold numbers: {exc}") from None
     if weights.ndim == 0:
         weights = np.full(n_samples, float(weights))
     if weights.shape != (n_samples,):

@@ -15,6 +15,8 @@ weighted quantiles (:func:`sknet.layers.quantile_bins` is this function, for
 unweighted arrays).
 """
 
+import functools
+
 import numpy as np
 from scipy.special import ndtri
 
@@ -23,6 +25,10 @@ SCALINGS = ("quantile", "robust", "standard", None)
 
 # Normal quantiles stop at those of 1e-7 and 1 - 1e-7 (about +-5.2), as scikit-learn's do.
 _BOUND = 1e-7
+
+#: The most bins :func:`bin_edges` makes of a column (each bin is a quantile level it
+#: evaluates: more would only exhaust memory, a column having as many as distinct values).
+MAX_BINS = 2**16
 
 
 def weighted_quantiles(values, weights, levels):
@@ -38,7 +44,7 @@ def weighted_quantiles(values, weights, levels):
     last = values.size - 1
     low = np.minimum(np.searchsorted(cumulative, target, side="left"), last)
     high = np.minimum(np.searchsorted(cumulative, target, side="right"), last)
-    return 0.5 * (values[low] + values[high])
+    return 0.5 * values[low] + 0.5 * values[high]  # no sum to overflow (+-1e308)
 
 
 class NumericScaler:
@@ -64,14 +70,36 @@ class NumericScaler:
         ``sample_weight`` (positive) weighs the rows as repeating them would:
         every statistic is a weighted quantile (or mean) of the training values.
         """
-        n_columns = X.shape[1]
         weights = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+        columns = []
+        for j in range(X.shape[1]):
+            seen = ~np.isnan(X[:, j])
+            columns.append((X[seen, j], weights[seen]))
+        return self.fit_columns(columns)
+
+    def fit_columns(self, columns, moments=None):
+        """Learn the map of each column from its values that are not missing.
+
+        Parameters
+        ----------
+        columns : list of (values, weights)
+            One pair of 1-D arrays a column: its training values and their
+            positive weights (the rows of :meth:`fit`, or a merged summary's
+            weighted points, :mod:`sknet.tabular._summaries`: the quantiles
+            of a value repeated are those of one value weighing as much).
+        moments : list of (mean, std) or None, default=None
+            The weighted mean and standard deviation of each column, where
+            they are known exactly (a summary's), for ``'standard'``.
+
+        Returns
+        -------
+        self : NumericScaler
+        """
+        n_columns = len(columns)
         self.medians_ = np.zeros(n_columns)
         self.quantiles_ = []
         self.offsets_, self.scales_ = np.zeros(n_columns), np.ones(n_columns)
-        for j in range(n_columns):
-            seen = ~np.isnan(X[:, j])
-            values, w = X[seen, j], weights[seen]
+        for j, (values, w) in enumerate(columns):
             if values.size == 0:
                 self.quantiles_.append(np.zeros(1))
                 continue
@@ -81,11 +109,14 @@ class NumericScaler:
                 self.quantiles_.append(weighted_quantiles(values, w, np.linspace(0, 1, n)))
             elif self.scaling == "robust":
                 q1, q3 = weighted_quantiles(values, w, [0.25, 0.75])
-                spread = q3 - q1 if q3 > q1 else np.ptp(values)
+                with np.errstate(over="ignore"):  # +-1e308: a spread beyond the largest float
+                    spread = min(q3 - q1 if q3 > q1 else np.ptp(values), np.finfo(np.float64).max)
                 self.offsets_[j], self.scales_[j] = self.medians_[j], spread or 1.0
             elif self.scaling == "standard":
-                mean = np.average(values, weights=w)
-                std = np.sqrt(np.average((values - mean) ** 2, weights=w))
+                if moments is not None:
+                    mean, std = moments[j]
+                else:
+                    mean, std = _moments(values, w)
                 self.offsets_[j], self.scales_[j] = mean, std or 1.0
         return self
 
@@ -96,15 +127,16 @@ class NumericScaler:
             missing = np.isnan(values)
             if missing.any():
                 values = np.where(missing, self.medians_[j], values)
-            out[:, j] = self._map(j, values)
+            out[:, j] = self.map_column(j, values)
         return out
 
-    def _map(self, j, values):
+    def map_column(self, j, values):
+        """Column ``j``'s map of ``values`` (no missing value among them), value by value."""
         if self.scaling == "quantile":
             quantiles = self.quantiles_[j]
             if quantiles.size < 2 or quantiles[0] == quantiles[-1]:
                 return np.zeros_like(values)
-            levels = np.linspace(0, 1, quantiles.size)
+            levels = _levels(quantiles.size)
             # Forward and backward interpolation averaged: ties go to the middle.
             rank = 0.5 * (
                 np.interp(values, quantiles, levels)
@@ -116,6 +148,31 @@ class NumericScaler:
         return (values - self.offsets_[j]) / self.scales_[j]
 
 
+@functools.lru_cache(maxsize=64)
+def _levels(n):
+    """``linspace(0, 1, n)``, read-only, made once for each ``n`` (a map reads it per call)."""
+    levels = np.linspace(0, 1, n)
+    levels.flags.writeable = False
+    return levels
+
+
+def _moments(values, weights):
+    """The weighted mean and standard deviation of ``values`` (finite, not empty).
+
+    Values near the largest float (+-1e308) overflow the sums: those are then
+    taken of the values divided by the largest magnitude first.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.average(values, weights=weights)
+        std = np.sqrt(np.average((values - mean) ** 2, weights=weights))
+        if np.isfinite(mean) and np.isfinite(std):
+            return mean, std
+        size = np.abs(values).max()
+        mean = size * np.average(values / size, weights=weights)
+        spread = np.average((values / size - mean / size) ** 2, weights=weights)
+        return mean, size * np.sqrt(spread)
+
+
 def bin_edges(X, n_bins, sample_weight=None):
     """Edges of bins holding about as many training values each, per column.
 
@@ -124,8 +181,8 @@ def bin_edges(X, n_bins, sample_weight=None):
     X : ndarray of shape (n_samples, n_columns)
         Training values (NaN: missing, skipped).
     n_bins : int
-        The most bins per column; a column with fewer distinct values gets
-        fewer (its edges are distinct quantiles).
+        The most bins per column, at most :data:`MAX_BINS` (65536); a column
+        with fewer distinct values gets fewer (its edges are distinct quantiles).
     sample_weight : ndarray of shape (n_samples,), default=None
         Positive weights of the rows (weighted quantiles).
 
@@ -138,18 +195,24 @@ def bin_edges(X, n_bins, sample_weight=None):
     """
     if int(n_bins) != n_bins or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    if n_bins > MAX_BINS:
+        raise ValueError(
+            f"n_bins must be at most {MAX_BINS} (a column has at most as many bins as "
+            f"distinct values), got {n_bins!r}"
+        )
     weights = np.ones(X.shape[0]) if sample_weight is None else sample_weight
-    levels = np.linspace(0, 1, int(n_bins) + 1)
     edges = []
     for j in range(X.shape[1]):
         seen = ~np.isnan(X[:, j])
-        column = (
-            np.unique(weighted_quantiles(X[seen, j], weights[seen], levels))
-            if seen.any()
-            else np.empty(0)
-        )
-        if column.size < 2:
-            center = float(column[0]) if column.size else 0.0
-            column = np.array([center - 0.5, center + 0.5])
-        edges.append(column)
+        edges.append(column_bin_edges(X[seen, j], weights[seen], n_bins))
     return edges
+
+
+def column_bin_edges(values, weights, n_bins):
+    """:func:`bin_edges` of one column: its values that are not missing, their weights."""
+    levels = np.linspace(0, 1, int(n_bins) + 1)
+    column = np.unique(weighted_quantiles(values, weights, levels)) if values.size else values
+    if column.size < 2:
+        center = float(column[0]) if column.size else 0.0
+        column = np.array([center - 0.5, center + 0.5])
+    return column

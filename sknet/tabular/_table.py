@@ -16,6 +16,8 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+#: A pandas frame of at most this many rows is converted whole to read its columns.
+_FEW_ROWS = 64
 #: narwhals dtypes (by class name) read as categorical columns under 'from_dtype'
 _CATEGORICAL_DTYPES = ("Categorical", "Enum", "String", "Object", "Boolean")
 
@@ -42,6 +44,16 @@ def _is_dataframe(X):
         return False
 
 
+def _is_lazy_frame(X):
+    """Whether ``X`` is a lazy frame narwhals knows (polars' LazyFrame, Dask's DataFrame)."""
+    if is_pandas(X) or isinstance(X, (np.ndarray, list, tuple)) or sp.issparse(X):
+        return False
+    try:
+        return _narwhals().dependencies.is_into_lazyframe(X)
+    except ImportError:  # pragma: no cover - narwhals is a dependency
+        return False
+
+
 class Table:
     """A table's columns as NumPy arrays, whatever holds them.
 
@@ -61,6 +73,7 @@ class Table:
         else:
             labels = None
         self._labels = labels
+        self._dtypes = self._whole = None  # a pandas frame's, read once when needed
         self.shape = native.shape if array is None else array.shape
         self.names = (
             [str(c) for c in labels]
@@ -127,6 +140,44 @@ class Table:
         values[np.asarray(series.is_null().to_numpy(), dtype=bool)] = None  # pyarrow reads
         return values  # a null category as another category
 
+    def values_of(self, columns):
+        """:meth:`values` of each of ``columns`` (a list of 1-D arrays).
+
+        A pandas frame's columns of objects, strings and categories are read in
+        one conversion (a row or two of a wide frame is read in microseconds,
+        not a column at a time).
+        """
+        block = self._pandas_block(columns, "Oc")
+        if block is None:
+            return [self.values(j) for j in columns]
+        return [block[:, i] for i in range(len(columns))]
+
+    def _pandas_block(self, columns, kinds):
+        """Columns ``columns`` of a pandas frame in one array, when every one has a dtype
+        of ``kinds`` (``'iuf'``: plain numbers, as float64; ``'Oc'``: objects, strings and
+        categories, as objects); None otherwise (read them one by one).
+
+        A frame of a few rows is converted whole, once (a few microseconds, where
+        pandas takes tens to select columns); a larger one by its selected columns.
+        """
+        if not is_pandas(self.native) or len(columns) < 2:
+            return None
+        if self._dtypes is None:
+            self._dtypes = list(self.native.dtypes)
+        dtypes = [self._dtypes[j] for j in columns]
+        if kinds == "iuf":
+            if not all(isinstance(d, np.dtype) and d.kind in "iuf" for d in dtypes):
+                return None  # (nullable and extension dtypes: one by one)
+        elif any(getattr(d, "kind", "O") in "biufmM" for d in dtypes):
+            return None
+        if self.shape[0] <= _FEW_ROWS:
+            if self._whole is None:
+                self._whole = self.native.to_numpy(dtype=object)
+            block = self._whole[:, list(columns)]
+            return block.astype(np.float64) if kinds == "iuf" else block
+        selected = self.native.iloc[:, list(columns)]
+        return selected.to_numpy(dtype=np.float64 if kinds == "iuf" else object)
+
     def numbers(self, columns, dtype=np.float64, why=""):
         """Columns ``columns`` as one float array, missing values as NaN.
 
@@ -135,8 +186,9 @@ class Table:
         categorical; infinity a ValueError naming its column.
         """
         out = np.empty((self.shape[0], len(columns)), dtype=dtype)
+        block = self._pandas_block(columns, "iuf")
         for i, j in enumerate(columns):
-            out[:, i] = self._numbers(j, why)
+            out[:, i] = self._numbers(j, why) if block is None else block[:, i]
             if np.isinf(out[:, i]).any():
                 raise ValueError(
                     f"Input X contains infinity in column {self.label(j)}: a numeric column "
@@ -161,14 +213,69 @@ class Table:
                 values[missing] = np.nan
         try:
             return values.astype(np.float64)
-        except ValueError as exc:  # a string among the numbers
-            raise ValueError(
+        except (TypeError, ValueError) as exc:  # a string (a date, a list) among the numbers
+            value = _first_text(values)
+            message = (
                 f"Column {self.label(j)} is planned as numeric{why} but holds a value that "
-                f"is not a number: {_first_text(values)!r}. Make it categorical: list it in "
-                "categorical_features (by name, by index, or in a boolean mask of dtype "
-                "bool), or pass categorical_features='from_dtype', which takes the columns "
-                "of strings."
-            ) from exc
+                f"is not a number: {value!r}. "
+                + (
+                    "Make it categorical: list it in categorical_features (by name, by "
+                    "index, or in a boolean mask of dtype bool), or pass "
+                    "categorical_features='from_dtype', which takes the columns of strings."
+                    if isinstance(value, (str, bytes))
+                    else "Convert it to numbers (a date to days, say)."
+                )
+            )
+            if isinstance(exc, TypeError):  # NumPy's words kept: scikit-learn's checks read them
+                raise TypeError(f"{message} ({exc})") from exc
+            raise ValueError(message) from exc
+
+
+class RemoteTable(Table):
+    """A table whose rows live elsewhere: the partitions of a Dask DataFrame, on its workers.
+
+    It has what the driver of a cluster fit knows of the table: the columns'
+    names and dtypes (from ``meta``, an empty pandas frame of them), its
+    number of rows, and the column plan learned where the rows are
+    (``plan``: a fitted :class:`~sknet.tabular.TabularEncoder` made from the
+    partitions' merged summaries, :mod:`sknet.tabular._summaries`; None when
+    an already fitted plan is applied). It holds no values: each worker
+    encodes its own rows, and :meth:`stand_in` is what the encoded table
+    looks like on the driver, a matrix that takes no memory.
+    """
+
+    def __init__(self, meta, n_rows, plan=None):
+        super().__init__(meta)
+        self.shape = (int(n_rows), meta.shape[1])
+        self.plan = plan
+
+    def take(self, rows):
+        if isinstance(rows, slice) and rows == slice(None):
+            return self
+        raise TypeError("A RemoteTable's rows are on the cluster: they cannot be taken here")
+
+    def values(self, j):
+        raise TypeError(
+            f"Column {self.label(j)} of a RemoteTable is on the cluster: its values are read "
+            "there, partition by partition"
+        )
+
+    def numbers(self, columns, dtype=np.float64, why=""):
+        return self.values(columns[0] if len(columns) else 0)
+
+    def stand_in(self, width, dtype):
+        """The table encoded into ``width`` columns of ``dtype``, as the driver sees it.
+
+        Every row is the same zero row and the matrix takes no memory (a read-only
+        view of zero strides): the rows are encoded on the workers.
+        """
+        dtype = np.dtype(dtype)
+        zeros = np.zeros(width, dtype)
+        stand_in = np.lib.stride_tricks.as_strided(
+            zeros, (self.shape[0], width), (0, dtype.itemsize)
+        )
+        stand_in.flags.writeable = False
+        return stand_in
 
 
 def missing_mask(values):
@@ -231,6 +338,11 @@ def as_table(X, name="X"):
     """
     if isinstance(X, Table):
         return X
+    if _is_lazy_frame(X):
+        raise TypeError(
+            f"{name} is a lazy frame ({type(X).__module__}.{type(X).__name__}): a table "
+            "here holds its rows; collect them first (polars: X.collect(), Dask: X.compute())"
+        )
     if _is_dataframe(X):
         if is_pandas(X):
             if X.ndim != 2:
