@@ -129,8 +129,24 @@ class CSVLogger(Callback):
     def on_train_begin(self, state):
         self._file, self._columns = None, []
         self.path_ = fit_path(self.path, fit_run_name(state))
+        try:
+            self._start(state)
+        except BaseException as exc:
+            self.on_train_end(state)  # the file closed, its lock released
+            if isinstance(exc, OSError):  # a directory, a device, no permission: say which
+                reason = exc.strerror or str(exc)
+                raise ValueError(
+                    f"CSVLogger: path={self.path_!r} cannot be written: {reason}; give the "
+                    "path of a file in a directory this process may write"
+                ) from exc
+            raise
+
+    def _start(self, state):
+        """Open (and lock) the file, read its header; with a continued fit's history first."""
         os.makedirs(os.path.dirname(os.path.abspath(self.path_)), exist_ok=True)
         self._file = _open_locked(self.path_)
+        if self._file is not None and not stat.S_ISREG(os.fstat(self._file.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a device or a pipe)")
         if self._file is None:
             root, ext = os.path.splitext(os.fspath(self.path))
             raise ValueError(

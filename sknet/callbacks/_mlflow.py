@@ -173,6 +173,12 @@ class MLflowLogger(Callback):
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
         self._client = self._http = None
+        if self.tracking_uri is not None and not self.tracking_uri.strip():
+            # MLflow reads '' as its default store, which this logger would not lock
+            raise ValueError(
+                f"MLflowLogger: tracking_uri={self.tracking_uri!r} names no store; pass None "
+                "for MLflow's own choice (MLFLOW_TRACKING_URI, else its default), or a URI"
+            )
         self._around = sys.exc_info()[1]  # an exception handled around fit is not the fit's
         uri = mlflow.get_tracking_uri() if self.tracking_uri is None else self.tracking_uri
         if self.timeout is not None:
@@ -282,8 +288,8 @@ def _client(mlflow, tracking_uri):
     try:
         client = mlflow.MlflowClient(tracking_uri=tracking_uri)
         client.search_experiments(max_results=1)
-    except mlflow.exceptions.MlflowException as exc:
-        raise ValueError(
+    except (mlflow.exceptions.MlflowException, OSError) as exc:  # OSError: a sqlite file's
+        raise ValueError(  # directory that is a file, or that this process may not write
             f"MLflowLogger: tracking_uri={tracking_uri!r} cannot be used: {exc}"
         ) from None
     return client

@@ -134,7 +134,14 @@ class LRScheduler(Callback):
         if epochs <= 0:
             return False
         if self.policy == "step":
-            lr = self._initial * self.gamma ** (epochs // self.step_size)
+            try:
+                lr = self._initial * self.gamma ** (epochs // self.step_size)
+            except OverflowError:  # a float's power beyond any float
+                raise ValueError(
+                    f"LRScheduler: gamma={self.gamma!r} to the power {epochs // self.step_size} "
+                    "overflows: the learning rate grew beyond any float; a gamma below 1 "
+                    "decays it"
+                ) from None
         elif self.policy == "cosine":
             T_max = self.T_max or max(state.estimator.max_iter - self.warmup, 1)
             lr = _cosine_rate(self._initial, self.min_lr, epochs, T_max)

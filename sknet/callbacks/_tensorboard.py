@@ -91,9 +91,16 @@ class TensorBoardLogger(Callback):
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         self._protos = event_pb2, summary_pb2
+        self._writer = None
         self.path_ = fit_path(self.path, fit_run_name(state))
-        os.makedirs(self.path_, exist_ok=True)
-        self._writer = EventFileWriter(self.path_)
+        try:
+            os.makedirs(self.path_, exist_ok=True)
+            self._writer = EventFileWriter(self.path_)
+        except OSError as exc:  # a file there, no permission: say which
+            raise ValueError(
+                f"TensorBoardLogger: path={self.path_!r} cannot be a directory of event "
+                f"files: {exc.strerror or exc}; give a directory this process may write"
+            ) from exc
 
     def on_epoch_end(self, state, epoch, logs):
         event_pb2, summary_pb2 = self._protos

@@ -224,6 +224,8 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
     ------
     FileNotFoundError
         If no directory is given or a file is missing.
+    NotADirectoryError
+        If ``path`` is a file, not a folder.
     ValueError
         If ``subset`` is unknown, a file is malformed (see :func:`read_idx`),
         the images are not uint8, a label is not an integer in ``0..9``, or
@@ -242,6 +244,11 @@ def load_mnist(path=None, *, subset="test", flatten=True, scale=True):
         path, subset, MNIST_ENV_VAR, "load_mnist needs the directory of the MNIST IDX files"
     )
     directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(
+            f"MNIST directory {str(directory)!r} is a file, not a folder: give the folder "
+            "that holds the IDX files"
+        )
     if not directory.is_dir():
         raise FileNotFoundError(f"MNIST directory {str(directory)!r} does not exist")
     subsets = ["train", "test"] if subset == "all" else [subset]

@@ -7,7 +7,7 @@ import numpy as np
 from sknet.backend import get_array_module
 from sknet.layers._base import Layer, build_layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS
-from sknet.layers._steps import as_mask, padded_as_zeros
+from sknet.layers._steps import as_mask, checked_mask, padded_as_zeros
 
 
 class Embedding(Layer):
@@ -218,6 +218,15 @@ class TimeDistributed(Layer):
     def forward(self, X, *, training, mask=None):
         N, T = X.shape[:2]
         mask = as_mask(self, mask)
+        if mask is not None and mask.ndim == 2 and not self.layer_.supports_mask:
+            mask = None  # the sequences' own: its steps reach the inner layer as rows, unmasked
+        if mask is not None and mask.ndim == 2:  # the sequences' own: checked, as every layer's
+            mask = checked_mask(self, X, mask)
+        elif mask is not None and tuple(mask.shape[:2]) != (N, T):
+            raise ValueError(
+                f"TimeDistributed: the mask has shape {tuple(mask.shape)}, but its input "
+                f"sequences have shape {tuple(X.shape)}: a mask is (batch, timesteps, ...)"
+            )
         inner = None if mask is None or mask.ndim < 3 else mask.reshape((N * T,) + mask.shape[2:])
         Y = self.layer_.forward_with_mask(
             X.reshape((N * T,) + X.shape[2:]), training=training, mask=inner

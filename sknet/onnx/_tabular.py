@@ -202,16 +202,22 @@ def _string_codes(builder, x, categories, missing=None):
     return builder.node("Where", [missing, _c(builder, 0.0), codes])
 
 
-def column_kind(categories):
-    """``'number'`` or ``'string'``: how a categorical column enters the graph."""
+def column_kind(categories, label="one column"):
+    """``'number'`` or ``'string'``: how a categorical column enters the graph.
+
+    A ValueError naming the column (``label``) and the types of its categories
+    when they are neither all strings nor all numbers (bytes, decimals, a mix).
+    """
     values = categories.tolist()
     if all(isinstance(v, str) for v in values):
         return "string"
     if all(isinstance(v, (bool, int, float, np.bool_, np.number)) for v in values):
         return "number"
+    types = sorted({type(v).__name__ for v in values})
+    found = f"several types ({', '.join(types)})" if len(types) > 1 else f"type {types[0]}"
     raise ValueError(
-        "ONNX export takes a categorical column of strings or of numbers; one column holds "
-        f"categories of several types: {values[:5]!r}"
+        f"ONNX export takes a categorical column of strings or of numbers; {label} holds "
+        f"categories of {found}: {values[:5]!r}"
     )
 
 
@@ -241,9 +247,9 @@ def plan_of(estimator):
 
 
 def _kinds(encoder):
-    kinds = ["number"] * encoder.n_features_in_
+    kinds, columns = ["number"] * encoder.n_features_in_, _columns(encoder)
     for j, categories in zip(encoder.categorical_features_, encoder.categories_):
-        kinds[j] = column_kind(np.asarray(categories))
+        kinds[j] = column_kind(np.asarray(categories), f"the column {columns[j]!r}")
     return kinds
 
 

@@ -105,6 +105,10 @@ def test_load_mnist_errors(tmp_path, monkeypatch):
         load_mnist()
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_mnist(tmp_path / "nowhere")
+    (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(b"")
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        load_mnist(tmp_path / "t10k-images-idx3-ubyte.gz")  # the file, not its folder
+    (tmp_path / "t10k-images-idx3-ubyte.gz").unlink()
     with pytest.raises(FileNotFoundError, match="t10k-images-idx3-ubyte"):
         load_mnist(tmp_path)
     with pytest.raises(ValueError, match="subset must be"):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 
 from sknet.tabular._categorical import encode_categories, learn_categories
 
@@ -58,8 +59,15 @@ def test_values_that_cannot_be_categories_are_refused_by_column():
         values = objects(value, "a")
         with pytest.raises(TypeError, match=f"of type {name}"):
             learn_categories(values)
-    codes = encode_categories(objects(["x"], "a"), np.array(["a"], dtype=object))
-    assert codes.tolist() == [2, 1]  # an unhashable value at transform time is unknown
+    # At transform time too (a warm start, a validation set, predict): as fit refuses them,
+    # never coded as unknown; known and unknown strings are coded.
+    for value, name in [(["x"], "list"), (("x",), "tuple"), ({"k": 1}, "dict")]:
+        with pytest.raises(TypeError, match=f"Column 'c' is categorical.*of type {name}"):
+            encode_categories(objects(value, "a"), np.array(["a"], dtype=object), label="'c'")
+        with pytest.raises(TypeError, match=f"of type {name}"):
+            encode_categories(objects(value, "a"), np.array([], dtype=object))
+    codes = encode_categories(objects("z", "a", None), np.array(["a"], dtype=object))
+    assert codes.tolist() == [2, 1, 0]
 
 
 def objects(*values):
@@ -73,3 +81,22 @@ def objects(*values):
 def test_codes_take_the_dtype_asked_for(dtype):
     categories = learn_categories(np.array(["a", "b"]))
     assert encode_categories(np.array(["b"]), categories, dtype).dtype == dtype
+
+
+def test_many_values_are_coded_by_a_hash_table_as_the_dict_codes_them():
+    pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    categories = np.array(sorted(f"c{i}" for i in range(50)), dtype=object)
+    values = rng.choice(list(categories) + ["unseen", "", "C1"], 3000).astype(object)
+    values[::7] = None  # missing
+    values[5] = 3  # a number in a column of text: unknown, as the dict says
+    many = encode_categories(values, categories)  # >= 256 values: pandas' hash table
+    few = np.concatenate(
+        [encode_categories(values[i : i + 100], categories) for i in range(0, 3000, 100)]
+    )  # < 256 values at a time: the dict
+    assert_array_equal(many, few)
+    assert many[5] == 51 and many[0] == 0
+    with pytest.raises(TypeError, match="Column 'x' is categorical"):
+        encode_categories(
+            np.array([("a", 1)] * 300 + ["c1"], dtype=object), categories, label="'x'"
+        )
