@@ -24,9 +24,10 @@ demo: $(PY)
 	$(PY) examples/digits_pipeline.py
 
 # The loggers' extras (tensorboard, mlflow, optuna) are wheels from the package index, so
-# their tests run against the real libraries here rather than skip.
+# their tests run against the real libraries here rather than skip. Numba comes with sknet
+# itself (a dependency where it has wheels): tests/backend/test_cpu_kernels.py checks it.
 test: $(PY)
-	$(PY) -m pip install --quiet -e ".[test,numba,plot,progress,images,distributed,skops,onnx,tensorboard,mlflow,optuna]"
+	$(PY) -m pip install --quiet -e ".[test,plot,progress,images,distributed,skops,onnx,tensorboard,mlflow,optuna]"
 	$(TEST_ENV) $(PY) -m pytest -n auto --durations=30
 
 # ruff: the linter (rules in pyproject.toml) and the formatter, checked, not applied
@@ -39,10 +40,15 @@ lint: $(PY)
 # The documentation site into docs/_build/html, warnings as errors and every
 # cross-reference checked; the gallery runs the quick examples (and the MNIST ones when
 # SKNET_MNIST_DIR is set; SKNET_DOCS_GALLERY=0 runs none, for work on other pages).
+# Every page is read and written anew (in DOCS_JOBS processes); the gallery's outputs
+# in docs/auto_examples are kept, and an example runs again when its source, sknet's
+# code or a library's version changed (docs/conf.py; a clean clone runs them all, in
+# DOCS_JOBS worker processes). `make clean` or `rm -rf docs/auto_examples` forgets them.
+DOCS_JOBS ?= auto
 docs: $(PY)
 	$(PY) -m pip install --quiet -e ".[docs]"
-	rm -rf docs/_build docs/generated docs/auto_examples
-	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	rm -rf docs/_build docs/generated
+	$(PY) -m sphinx -W --keep-going -q -j $(DOCS_JOBS) -b html docs docs/_build/html
 	@echo "docs built: docs/_build/html/index.html"
 
 # PyTorch from the package index pip is configured with (PyPI's Linux wheel is the CUDA

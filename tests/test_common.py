@@ -23,6 +23,7 @@ expected to fail.
 
 import pytest
 from sklearn.base import clone
+from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sknet import (
@@ -40,6 +41,7 @@ from sknet import (
 )
 from sknet.layers import EnsembleDense, EnsembleInput
 from sknet.tabular import TabularEncoder
+from sknet.text import TextVectorizer
 
 # Defaults (float32), and float64, whose regressor also declares multi-output
 # support (scikit-learn's tag promises float64 multi-output predictions).
@@ -106,3 +108,32 @@ def test_sklearn_compatible_estimator(estimator, check):
     if params:
         estimator = clone(estimator).set_params(**params)
     check(estimator)
+
+
+# Text in: scikit-learn gives its checks 2-D arrays of numbers, and skips (with a warning)
+# every check of an estimator whose input is text, as for its own CountVectorizer. These
+# are its checks that need no data; tests/text/test_vectorizer.py checks the others'
+# properties (fit returns self, clone, pickle, unfitted errors, parameters checked in fit)
+# on texts.
+TEXT_ESTIMATORS = [
+    TextVectorizer(),
+    TextVectorizer(max_tokens=10, min_frequency=2, output_sequence_length=5, output="ragged"),
+]
+CHECKS_WITHOUT_DATA = [
+    estimator_checks.check_estimator_cloneable,
+    estimator_checks.check_estimator_tags_renamed,
+    estimator_checks.check_valid_tag_types,
+    estimator_checks.check_estimator_repr,
+    estimator_checks.check_no_attributes_set_in_init,
+    estimator_checks.check_do_not_raise_errors_in_init_or_set_params,
+    estimator_checks.check_mixin_order,
+    estimator_checks.check_get_params_invariance,
+    estimator_checks.check_set_params,
+    estimator_checks.check_parameters_default_constructible,
+]
+
+
+@pytest.mark.parametrize("check", CHECKS_WITHOUT_DATA, ids=lambda check: check.__name__)
+@pytest.mark.parametrize("estimator", TEXT_ESTIMATORS, ids=repr)
+def test_text_estimators_pass_the_checks_that_need_no_data(estimator, check):
+    check(type(estimator).__name__, clone(estimator))

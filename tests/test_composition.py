@@ -454,19 +454,23 @@ def test_progress_bar_closes_before_print_log_prints(digits, monkeypatch, capsys
     events = []
 
     class FakeBar:
-        def __init__(self, total, **kwargs):
-            self.total, self.n = total, 0
-            events.append("open")
+        def __init__(self, total, initial=0, unit="rows", **kwargs):
+            self.total, self.n, self.unit = total, initial, unit
+            if unit == "rows":  # the epoch's batches (the bar over the epochs stays open)
+                events.append("open")
 
         def update(self, n):
             self.n += n
 
-        def close(self):
-            events.append(f"close at {self.n}/{self.total}")
+        def set_postfix(self, **kwargs):
+            pass
 
-    monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
-    monkeypatch.setitem(sys.modules, "tqdm", type(sys)("tqdm"))
-    sys.modules["tqdm"].tqdm = FakeBar
+        def close(self):
+            events.append(
+                f"close at {self.n}/{self.total}" + ("" if self.unit == "rows" else " epochs")
+            )
+
+    monkeypatch.setattr(progress, "_bar_class", lambda: FakeBar)
     real_print = print
 
     def recording_print(*args, **kwargs):
@@ -479,9 +483,9 @@ def test_progress_bar_closes_before_print_log_prints(digits, monkeypatch, capsys
         X[:300], y[:300]
     )
     rows = [e for e in events if e != "print"]
-    assert rows == ["open", "close at 300/300"] * 3
-    # every bar is closed, full, before the row of its epoch is printed
-    assert events[1:] == ["open", "close at 300/300", "print"] * 3
+    assert rows == ["open", "close at 300/300"] * 3 + ["close at 3/3 epochs"]
+    # every batch bar is closed, full, before the row of its epoch is printed
+    assert events[1:] == ["open", "close at 300/300", "print"] * 3 + ["close at 3/3 epochs"]
 
 
 def test_a_one_batch_partial_fit_does_not_copy_the_estimator(digits, monkeypatch):

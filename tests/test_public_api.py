@@ -22,6 +22,7 @@ MODULES = [
     "sknet",
     "sknet.layers",
     "sknet.tabular",
+    "sknet.text",
     "sknet.losses",
     "sknet.callbacks",
     "sknet.autodiff",

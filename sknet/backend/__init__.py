@@ -27,12 +27,14 @@ __all__ = [
     "Backend",
     "CUPY_AVAILABLE",
     "DEVICE_ENV_VAR",
+    "MemoryRules",
     "RowStream",
     "activation_needs_input",
     "cuda_device_count",
     "get_backend",
     "get_array_module",
     "is_device_array",
+    "memory_rules",
 ]
 
 #: The environment variable that chooses the device of ``device="auto"``.
@@ -149,6 +151,95 @@ def get_backend(device="auto"):
             f"{n_devices} device(s) are visible (cuda:0 to cuda:{n_devices - 1})."
         )
     return _cuda_backend(device_id)
+
+
+#: Bytes of the blocks CuPy's memory pool hands out: an array of ``n`` bytes on a CUDA
+#: device takes ``n`` rounded up to a multiple of it (CuPy's "Memory Management" guide:
+#: 100 float32 values take 512 bytes of the pool).
+_CUDA_ALLOCATION_UNIT = 512
+
+
+class MemoryRules:
+    """How a device holds a fit's arrays, as the memory estimate counts them.
+
+    Known from the device string alone (:func:`memory_rules`), so that a GPU
+    is sized on a machine without CuPy.
+
+    Parameters
+    ----------
+    name : str
+        The device, as a backend names it (``'cpu'``, ``'cuda:0'``).
+    separate_memory : bool
+        Whether the device's memory is apart from the host's: the data are
+        then always copied there, in the fit's dtype.
+    unit : int, default=1
+        The allocator's block: an array takes its bytes rounded up to a
+        multiple of it (512 on CUDA, CuPy's memory pool).
+
+    Examples
+    --------
+    >>> from sknet.backend import memory_rules
+    >>> rules = memory_rules("cuda:1")  # CuPy need not be installed
+    >>> rules.name, rules.separate_memory, rules.allocated(400)
+    ('cuda:1', True, 512)
+    >>> memory_rules("cpu").allocated(400)
+    400
+    """
+
+    def __init__(self, name, separate_memory, unit=1):
+        self.name, self.separate_memory, self.unit = name, bool(separate_memory), int(unit)
+
+    def allocated(self, nbytes):
+        """Bytes an array of ``nbytes`` bytes takes on the device (its allocator's blocks)."""
+        return -(-int(nbytes) // self.unit) * self.unit
+
+    def __repr__(self):
+        return (
+            f"MemoryRules({self.name!r}, separate_memory={self.separate_memory}, unit={self.unit})"
+        )
+
+
+def memory_rules(device="auto"):
+    """The :class:`MemoryRules` of a device string or a :class:`Backend`, without CuPy.
+
+    Parameters
+    ----------
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'} or Backend, default='auto'
+        ``'cuda'`` and ``'cuda:N'`` give CUDA's rules whether or not CuPy or
+        a GPU is there (what a fit there would hold); ``'auto'`` the rules of
+        the device :func:`get_backend` would choose (``SKNET_DEVICE``, else a
+        GPU CuPy sees, else the CPU). A backend of another name keeps its own
+        ``separate_memory``, with no rounding.
+
+    Returns
+    -------
+    rules : MemoryRules
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device.
+    """
+    if isinstance(device, MemoryRules):
+        return device
+    if isinstance(device, Backend):
+        try:
+            kind, device_id = _parse_device(device.name)
+        except ValueError:
+            return MemoryRules(device.name, device.separate_memory)
+    else:
+        kind, device_id = _parse_device(device)
+    if kind == "auto":
+        env = os.environ.get(DEVICE_ENV_VAR, "").strip()
+        if env and env.lower() != "auto":
+            try:
+                return memory_rules(env)
+            except ValueError as exc:
+                raise ValueError(f"{DEVICE_ENV_VAR}={env!r}: {exc}") from None
+        return memory_rules("cuda" if cuda_device_count() > 0 else "cpu")
+    if kind == "cpu":
+        return MemoryRules("cpu", False)
+    return MemoryRules(f"cuda:{device_id}", True, _CUDA_ALLOCATION_UNIT)
 
 
 def get_array_module(x):

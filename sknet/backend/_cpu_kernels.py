@@ -5,11 +5,19 @@ convolution's bias, ReLU and move to NCHW as three, max pooling as a dozen
 masked passes; these loops make one pass each, in the arrays' dtype: the
 optimizer updates, the dense and convolution epilogues and their gradients,
 max pooling, col2im and channels-last patches, and the LSTM and GRU cells, each
-group built by its own function below. Numba is optional (the ``numba``
-extra): without it, or with ``SKNET_NUMBA=0`` in the environment,
-:data:`KERNELS` is ``None`` and the NumPy backend keeps the generic NumPy code
-of :class:`sknet.backend.Backend`. Kernels are compiled on first use and
+group built by its own function below. Kernels are compiled on first use and
 cached on disk.
+
+Numba is a dependency of sknet wherever it has wheels (CPython on Linux
+x86_64 and aarch64, Windows, macOS; ``pyproject.toml`` says which), so that
+the same code and ``random_state`` give the same model whichever extras are
+installed. Where it cannot install (PyPy, other machines), or with
+``SKNET_NUMBA=0`` in the environment, :data:`KERNELS` is ``None`` and the
+NumPy backend keeps the generic NumPy code of :class:`sknet.backend.Backend`:
+the same training, whose numbers may differ in the last bits (NumPy's float32
+``exp`` and ``tanh`` are SIMD approximations that a compiled loop does not
+reproduce bit for bit, and sums are added in another order), and so, through
+early stopping, in the epochs a fit runs and its scores.
 """
 
 import os
@@ -449,7 +457,7 @@ def _dense_kernels(jit, reduce_jit):
 if os.environ.get("SKNET_NUMBA", "1") != "0":
     try:
         KERNELS = _compile()
-    except ImportError:  # numba is not installed: the NumPy code runs instead
+    except ImportError:  # no Numba for this platform: the NumPy code runs instead
         KERNELS = None
     except RuntimeError:  # no writable cache directory: compile in memory each run
         KERNELS = _compile(cache=False)

@@ -30,8 +30,11 @@ What it holds: stopping and saving (``_stopping``: :class:`EarlyStopping`,
 ``_tensorboard``: :class:`TensorBoardLogger`; ``_mlflow``:
 :class:`MLflowLogger`; what they share, ``_runs``) and Optuna's pruning
 (``_optuna``: :class:`OptunaPruning`); :class:`Callback` and
-:class:`TrainingState` are the engine's hook interface. What it may import:
-:mod:`sknet.engine`, :mod:`sknet.layers` and ``sknet._version`` (tensorboard,
+:class:`TrainingState` are the engine's hook interface. The bridge to
+scikit-learn's own callbacks (``sklearn.callback``, scikit-learn 1.9+) is
+``_sklearn_bridge``: every estimator's ``set_callbacks``, each epoch a task of
+the fit's task tree. What it may import: :mod:`sknet.engine`,
+:mod:`sknet.layers`, :mod:`sknet.backend` and ``sknet._version`` (tensorboard,
 mlflow and optuna are imported when a fit that uses them starts, each an
 extra: ``pip install "sknet-nn[tensorboard]"``, ``[mlflow]``, ``[optuna]``).
 """

@@ -1,19 +1,42 @@
-"""Watching a fit: ProgressBar (a tqdm bar, or a line per epoch) and PrintLog (a table)."""
+"""Watching a fit: ProgressBar (tqdm bars over the epochs and the batches, or a line
+per epoch with the time left) and PrintLog (a table)."""
 
 import sys
+import time
 
 from sknet.engine._callbacks import Callback
 
 
 class ProgressBar(Callback):
-    """A progress bar over the batches of each epoch, on stderr.
+    """Progress bars on stderr: one over the epochs, with the time left, and one per epoch.
 
-    Draws a tqdm bar when tqdm is installed (``sknet-nn[progress]``) and stderr
-    is a terminal; otherwise (a log file, a notebook's captured output, no
-    tqdm, ``solver='lbfgs'``, whose iterations have no batches) prints one
-    line per epoch instead. The bar closes with the epoch's last batch, so
-    what other callbacks print at the end of the epoch (:class:`PrintLog`)
+    Where bars can be drawn, in a terminal or a Jupyter notebook, with tqdm
+    installed (``sknet-nn[progress]``; ``tqdm.auto``, so a notebook gets its
+    widgets), ``epochs=True`` draws a bar over the epochs of the fit, whose
+    total is ``max_iter``, with the elapsed time, the time left and the last
+    training loss; it ends where the fit stops, earlier than ``max_iter`` when
+    early stopping or the ``tol`` rule stops it, or at Ctrl-C (``partial_fit``,
+    one epoch, shows the batches only).
+    ``batches=True`` draws, below it, a bar over the rows of each epoch
+    (``solver='lbfgs'``, whose iterations have no batches, has none). The
+    batch bar closes with the epoch's last batch, so what other callbacks
+    print at the end of the epoch (:class:`PrintLog`, written above the bars)
     does not leave a bar behind.
+
+    Elsewhere (a log file, no tqdm) it prints one line per epoch instead:
+    ``epoch 3/200: train_loss 0.41234, at most 0:00:12 left`` with
+    ``epochs=True`` (the time the remaining epochs up to ``max_iter`` take at
+    this fit's pace so far: early stopping can only make it shorter), and
+    ``epoch 3: train_loss 0.41234`` with ``epochs=False`` (and in
+    ``partial_fit``). Epochs are numbered as in ``history_``, across warm
+    starts.
+
+    Parameters
+    ----------
+    epochs : bool, default=True
+        Show the progress over the epochs, with the time left.
+    batches : bool, default=True
+        Show the progress over each epoch's batches (a bar only).
 
     Examples
     --------
@@ -28,19 +51,42 @@ class ProgressBar(Callback):
     3
     """
 
+    _parameter_constraints: dict = {"epochs": ["boolean"], "batches": ["boolean"]}
+
     observes_batches = True  # it draws the batches done: after them is fine
 
+    def __init__(self, epochs=True, batches=True):
+        self.epochs = epochs
+        self.batches = batches
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for name in ("epochs", "batches"):  # pickled before these parameters existed
+            self.__dict__.setdefault(name, True)
+
     def on_train_begin(self, state):
-        tqdm = None
-        if _is_terminal(sys.stderr):
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                pass
-        self._tqdm, self._bar = tqdm, None
+        if not (self.epochs or self.batches):
+            raise ValueError(
+                "ProgressBar(epochs=False, batches=False) shows nothing: set epochs=True "
+                "or batches=True"
+            )
+        self._tqdm, self._bar, self._epochs_bar = _bar_class(), None, None
+        self._first, self._started = len(state.history) + 1, time.perf_counter()
+        max_epochs = getattr(state, "max_epochs", None)  # a state made without it
+        self._last = None if max_epochs is None else self._first - 1 + max_epochs
+        # over one epoch (partial_fit), the batches say it all
+        self._over_epochs = self.epochs and max_epochs != 1
+        if self._over_epochs and self._tqdm is not None:
+            self._epochs_bar = self._tqdm(
+                total=self._last,
+                initial=self._first - 1,
+                desc=type(state.estimator).__name__,
+                unit="epoch",
+                file=sys.stderr,
+            )
 
     def on_epoch_begin(self, state, epoch):
-        if self._tqdm is not None and state.optimizer is not None:
+        if self._draws_batches(state):
             self._seen = 0
             self._bar = self._tqdm(
                 total=state.n_train_rows,
@@ -62,14 +108,56 @@ class ProgressBar(Callback):
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        elif self._tqdm is None or state.optimizer is None:
-            print(f"epoch {epoch}: train_loss {logs['train_loss']:.5f}", file=sys.stderr)
+        if self._epochs_bar is not None:
+            self._epochs_bar.set_postfix(train_loss=f"{logs['train_loss']:.5f}", refresh=False)
+            self._epochs_bar.update(1)
+        elif not self._draws_batches(state):  # no bar shows this epoch: a line
+            print(self._line(epoch, logs), file=sys.stderr)
         return False
 
+    def _draws_batches(self, state):
+        return self.batches and self._tqdm is not None and state.optimizer is not None
+
+    def _line(self, epoch, logs):
+        """The epoch's line where no bar is drawn."""
+        loss = f"train_loss {logs['train_loss']:.5f}"
+        if not self._over_epochs or self._last is None:
+            return f"epoch {epoch}: {loss}"
+        done = epoch - self._first + 1
+        left = (time.perf_counter() - self._started) / done * (self._last - epoch)
+        return f"epoch {epoch}/{self._last}: {loss}, at most {_clock(left)} left"
+
     def on_train_end(self, state):
-        if getattr(self, "_bar", None) is not None:
-            self._bar.close()
-        self._bar = None
+        for name in ("_bar", "_epochs_bar"):
+            bar = getattr(self, name, None)
+            if bar is not None:
+                bar.close()
+            setattr(self, name, None)
+
+
+def _bar_class():
+    """``tqdm.auto.tqdm`` where bars can be drawn (a terminal, a notebook), else None."""
+    if not (_is_terminal(sys.stderr) or _in_notebook()):
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm
+
+
+def _in_notebook():
+    """Whether this runs in a Jupyter kernel (where ``tqdm.auto`` draws widgets)."""
+    ipython = sys.modules.get("IPython")  # never imported here: only if it runs us
+    shell = getattr(ipython, "get_ipython", lambda: None)()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def _clock(seconds):
+    """``H:MM:SS``."""
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}"
 
 
 def _is_terminal(stream):
@@ -108,10 +196,10 @@ class PrintLog(Callback):
     )
 
     def on_train_begin(self, state):
-        print(self.HEADER)
+        _print(self.HEADER)
 
     def on_epoch_end(self, state, epoch, logs):
-        print(self.format_row(logs))
+        _print(self.format_row(logs))
         return False
 
     @staticmethod
@@ -131,3 +219,12 @@ class PrintLog(Callback):
                 cell(logs["duration"], 7, ".3f"),
             ]
         )
+
+
+def _print(line):
+    """``print(line)``, above tqdm's bars when some are drawn (:class:`ProgressBar`'s)."""
+    tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)  # loaded only if bars were drawn
+    if tqdm is not None and getattr(tqdm, "_instances", None):
+        tqdm.write(line, file=sys.stdout)
+    else:
+        print(line)

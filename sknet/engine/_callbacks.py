@@ -118,6 +118,9 @@ class TrainingState:
         ``estimator.history_``: one row per epoch.
     has_validation : bool
         Whether a validation set is scored (``valid_loss``/``valid_score``).
+    max_epochs : int or None
+        The most epochs (L-BFGS iterations) this call to fit may run:
+        ``max_iter``, one for ``partial_fit``; None when not known.
 
     Examples
     --------
@@ -144,7 +147,16 @@ class TrainingState:
     VALID_KEYS = ("valid_loss", "valid_score")
 
     def __init__(
-        self, estimator, network, optimizer, *, n_train_rows, batch_size, history, has_validation
+        self,
+        estimator,
+        network,
+        optimizer,
+        *,
+        n_train_rows,
+        batch_size,
+        history,
+        has_validation,
+        max_epochs=None,
     ):
         self.estimator = estimator
         self.network = network
@@ -154,6 +166,7 @@ class TrainingState:
         self.batch_size = batch_size
         self.history = history
         self.has_validation = has_validation
+        self.max_epochs = max_epochs
         self.extra_keys = ()
 
     def __getattr__(self, name):
@@ -325,9 +338,14 @@ def copy_callbacks(callbacks):
     callbacks = [] if callbacks is None else list(callbacks)
     for callback in callbacks:
         if not isinstance(callback, Callback):
+            hint = (
+                "; scikit-learn's callbacks (sklearn.callback) are set with set_callbacks"
+                if hasattr(callback, "on_fit_task_end")
+                else ""
+            )
             raise TypeError(
                 "callbacks must be sknet.callbacks.Callback objects, got "
-                f"{type(callback).__name__}"
+                f"{type(callback).__name__}{hint}"
             )
     return [copy.deepcopy(callback) for callback in callbacks]
 

@@ -7,6 +7,11 @@ lays it out and makes its optimizer as a fit would, and hands it, with a
 description of the data (:class:`~sknet.engine._memory.DataShape`), to
 :func:`~sknet.engine._memory.fit_sizes`, the computation the fit's own
 planner makes. So a network too large to allocate gets its estimate.
+
+A CUDA device is counted by its rules (:func:`~sknet.backend.memory_rules`:
+the data copied there in the fit's dtype, every array in the allocator's
+512-byte blocks), never by its backend: a GPU is sized on a machine without
+CuPy, and the estimate is the one the fit there computes.
 """
 
 from numbers import Real
@@ -16,7 +21,7 @@ import scipy.sparse as sp
 from sklearn.base import clone, is_classifier
 from sklearn.utils.validation import _num_samples, check_consistent_length
 
-from sknet.backend import get_backend
+from sknet.backend import get_backend, memory_rules
 from sknet.engine._dry import DRY_BACKEND, DryRandomState
 from sknet.engine._memory import DataShape, fit_sizes, held_bytes
 from sknet.engine._optimizers import make_optimizer
@@ -190,6 +195,13 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     (arrays already of its dtype) count nothing; data that validation
     converts (lists, data frames, integers) count as the copy it makes.
 
+    The estimator's ``device`` says which device's rules count
+    (:func:`~sknet.backend.memory_rules`): ``'cuda'`` or ``'cuda:N'`` needs
+    neither CuPy nor a GPU, so a GPU is sized from a laptop. There the data
+    are always copied, in the fit's dtype (float32 data too), every array
+    takes whole blocks of CuPy's memory pool (512 bytes), and SciPy's L-BFGS
+    state and the fit's own objects stay on the host.
+
     ``fit`` and ``partial_fit`` make the same computation to decide whether
     the data stay on the device or stream: with ``max_device_memory`` at least
     ``total`` they stay (within ``estimate.tolerance``: 1% of activations and
@@ -213,6 +225,9 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     True
     >>> clf.set_params(max_device_memory=estimate.total).fit(X, y).data_placement_
     'device'
+    >>> on_gpu = estimate_memory(clf.set_params(device="cuda"), X, y)  # CuPy or not
+    >>> on_gpu.device, on_gpu["gradients"] % 512  # in CuPy's 512-byte blocks
+    ('cuda:0', 0)
     """
     _check_estimator(estimator)
     n_rows = _num_samples(X)
@@ -228,14 +243,18 @@ def _estimate_fit(estimator, probe, data, rows, sample_weight, X_val, y_val):
     """The estimate of a fit of ``probe`` (a dry clone of ``estimator``) on ``data``."""
     X_rows, Y_rows = rows
     n_rows = data[0].shape[0]
-    backend = get_backend(probe.device)
+    backend = _device_of(probe.device)
     trainer = Trainer(probe.network_, probe._loss, alpha=probe.alpha)  # dry: no arrays
     lbfgs = probe.solver == "lbfgs"
     optimizer = None if lbfgs else make_optimizer(probe, trainer)
     keeps_best = probe.early_stopping and not lbfgs  # L-BFGS has no early stopping
     data = (*data, _weights(probe, sample_weight, n_rows, X_rows.dtype))
     validation, split, n_train = _validation_of(probe, data, X_val, y_val, keeps_best)
-    batch_size = n_train if lbfgs else resolve_batch_size(probe.batch_size, n_train)
+    batch_size = (
+        n_train
+        if lbfgs
+        else resolve_batch_size(probe.batch_size, n_train, auto=probe._auto_batch_size)
+    )
     sizes = fit_sizes(
         backend,
         trainer,
@@ -250,6 +269,13 @@ def _estimate_fit(estimator, probe, data, rows, sample_weight, X_val, y_val):
         previous=_previous_model(estimator),
     )
     return sizes.estimate(batch_size)
+
+
+def _device_of(device):
+    """What the estimate counts a fit on ``device`` for: the CPU's backend, or a CUDA
+    device's :class:`~sknet.backend.MemoryRules` (no CuPy needed, no GPU asked)."""
+    rules = memory_rules(device)
+    return rules if rules.separate_memory else get_backend("cpu")
 
 
 def _validation_of(probe, data, X_val, y_val, keeps_best):

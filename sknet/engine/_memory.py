@@ -13,6 +13,12 @@ the growth per row is carried to the batch size
 (:func:`~sknet.engine._probe.activation_profile`). That holds for any
 layer, a user's too.
 
+On a GPU every array the fit holds there takes whole blocks of the allocator
+(:class:`~sknet.backend.MemoryRules`: CuPy's pool rounds to 512 bytes), and
+the data are always copied there; on the CPU data already in the fit's dtype
+are used in place and count nothing. The rules come from the device string,
+so a GPU is sized without CuPy (:func:`~sknet.backend.memory_rules`).
+
 What else a fit holds is counted too, so that the total bounds what the fit
 allocates: the copies of the network that the batches split over threads
 run (a gradient array and the fixed part of the activations and workspace
@@ -37,6 +43,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
+from sknet.backend import memory_rules
 from sknet.engine import _sharding
 from sknet.engine._bytes import format_bytes, parse_bytes
 from sknet.engine._probe import activation_profile, at_rows, largest_true, lbfgs_bytes
@@ -190,15 +197,23 @@ def _available_bytes(value):
 
 
 # -- the parts ---------------------------------------------------------------------------
-def model_bytes(trainer, optimizer, *, keeps_best, lbfgs=False):
-    """Bytes of parameters, gradients and optimizer state, counted on the built objects."""
+def model_bytes(trainer, optimizer, *, keeps_best, lbfgs=False, backend=None):
+    """Bytes of parameters, gradients and optimizer state, counted on the built objects.
+
+    ``backend``: the device they are counted for (default: the trainer's; a
+    dry network's is given, or its :class:`~sknet.backend.MemoryRules`).
+    """
+    rules = memory_rules(trainer.backend if backend is None else backend)
     leaves = [layer for _, layer in trainer.network.leaves()]
     weights = held_bytes(
-        a for layer in leaves for a in (*layer.params.values(), *layer.state.values())
+        (a for layer in leaves for a in (*layer.params.values(), *layer.state.values())),
+        rules,
     )
-    grads = held_bytes(g for layer in leaves for g in layer.grads.values())
+    grads = held_bytes((g for layer in leaves for g in layer.grads.values()), rules)
     state = optimizer_nbytes(optimizer)
-    if optimizer is None and lbfgs and not trainer.backend.separate_memory:
+    if rules.unit > 1 and optimizer is not None:
+        state = held_bytes(_optimizer_arrays(optimizer), rules)
+    if optimizer is None and lbfgs and not rules.separate_memory:
         state = lbfgs_bytes(trainer.parameters.flat_params)  # SciPy's, on the host
     return {
         "parameters": weights * (2 if keeps_best else 1),  # early stopping keeps a copy
@@ -207,9 +222,26 @@ def model_bytes(trainer, optimizer, *, keeps_best, lbfgs=False):
     }
 
 
-def held_bytes(arrays):
-    """Bytes of ``arrays``."""
-    return sum(int(a.nbytes) for a in arrays)
+def held_bytes(arrays, rules=None):
+    """Bytes of ``arrays``; with the :class:`~sknet.backend.MemoryRules` of a device
+    whose allocator rounds, the blocks of the allocations they are views of (each once).
+    """
+    if rules is None or rules.unit == 1:
+        return sum(int(a.nbytes) for a in arrays)
+    owners = {}
+    for a in arrays:
+        while hasattr(a.base, "nbytes") and hasattr(a.base, "shape"):
+            a = a.base  # a view of a flat array: the allocation is the flat array
+        owners[id(a)] = a
+    return sum(rules.allocated(a.nbytes) for a in owners.values())
+
+
+def _optimizer_arrays(optimizer):
+    """The arrays of a stochastic optimizer's state and its work array (what
+    :func:`~sknet.engine._transaction.optimizer_nbytes` counts)."""
+    arrays = [a for name in optimizer.state_names for a in getattr(optimizer, name)]
+    tmp = vars(optimizer).get("_tmp")
+    return arrays if tmp is None else [*arrays, tmp]
 
 
 def backend_dtype(a, dtype):
@@ -223,16 +255,22 @@ def backend_dtype(a, dtype):
     return own if own is not None and own.kind in "iu" else np.dtype(dtype)
 
 
-def array_bytes(a, dtype, rows=None):
-    """Bytes of ``a`` (its first ``rows`` rows) as a backend array of ``dtype``."""
+def array_bytes(a, dtype, rows=None, rules=None):
+    """Bytes of ``a`` (its first ``rows`` rows) as a backend array of ``dtype``; with
+    a device's :class:`~sknet.backend.MemoryRules`, in its allocator's blocks."""
     if a is None:
         return 0
+    allocated = (lambda n: n) if rules is None else rules.allocated
     n = a.shape[0] if rows is None else rows
     itemsize = backend_dtype(a, dtype).itemsize
     if hasattr(a, "nnz"):  # sparse: values, column indices, row pointers
         nnz = a.nnz if rows is None else int(a.nnz * n / max(a.shape[0], 1))
-        return nnz * (itemsize + a.indices.itemsize) + (n + 1) * a.indptr.itemsize
-    return n * int(np.prod(a.shape[1:], dtype=np.int64)) * itemsize
+        return (
+            allocated(nnz * itemsize)
+            + allocated(nnz * a.indices.itemsize)
+            + allocated((n + 1) * a.indptr.itemsize)
+        )
+    return allocated(n * int(np.prod(a.shape[1:], dtype=np.int64)) * itemsize)
 
 
 def _copied(a, dtype, backend):
@@ -244,7 +282,9 @@ def _copied(a, dtype, backend):
 
 def order_bytes(backend, n_train):
     """Bytes of the epoch's row order (and, on the host, its shuffled copy)."""
-    return n_train * 8 * (1 if backend.separate_memory else 2)
+    if backend.separate_memory:
+        return memory_rules(backend).allocated(n_train * 8)
+    return n_train * 8 * 2
 
 
 def validation_bytes(backend, dtype, validation, split):
@@ -253,15 +293,23 @@ def validation_bytes(backend, dtype, validation, split):
         return 0, 0
     host = 0 if backend.separate_memory or not split else 1  # X[val_rows] on the host
     arrays = [a for a in validation if a is not None]
+    rules = memory_rules(backend)
     return (
         host * sum(array_bytes(a, dtype) for a in arrays),
-        sum(array_bytes(a, dtype) for a in arrays if _copied(a, dtype, backend)),
+        sum(array_bytes(a, dtype, rules=rules) for a in arrays if _copied(a, dtype, backend)),
     )
 
 
 def data_bytes(backend, dtype, X, Y, w, n_train, validation=None, split=False):
-    """Bytes of the training (and validation) data a fit puts on the device."""
-    total = sum(array_bytes(a, dtype) for a in (X, Y, w) if _copied(a, dtype, backend))
+    """Bytes of the training (and validation) data a fit puts on the device.
+
+    On the CPU, arrays already in the fit's dtype are used in place (nothing);
+    a device with memory of its own gets a copy of each, in its allocator's blocks.
+    """
+    rules = memory_rules(backend)
+    total = sum(
+        array_bytes(a, dtype, rules=rules) for a in (X, Y, w) if _copied(a, dtype, backend)
+    )
     total += order_bytes(backend, n_train)
     return total + sum(validation_bytes(backend, dtype, validation, split))
 
@@ -367,11 +415,13 @@ def fit_sizes(
 ):
     """The :class:`FitSizes` of a fit: shared by ``estimate_memory`` and the planner.
 
-    ``data`` is ``(X, Y, w)`` as the fit holds them (or :class:`DataShape`
-    stand-ins), ``validation`` likewise or None, ``split`` whether the
-    validation set is a split of ``X`` (early stopping: then its rows are
-    counted in proportion to ``X``'s, as ``estimate_memory`` counts them),
-    ``probe`` the rows ``(X, Y)`` to measure on (the first
+    ``backend`` is the fit's :class:`~sknet.backend.Backend`, or a CUDA device's
+    :class:`~sknet.backend.MemoryRules` standing in for it (no CuPy needed: the
+    measurement runs on the host either way). ``data`` is ``(X, Y, w)`` as the
+    fit holds them (or :class:`DataShape` stand-ins), ``validation`` likewise
+    or None, ``split`` whether the validation set is a split of ``X`` (early
+    stopping: then its rows are counted in proportion to ``X``'s, as
+    ``estimate_memory`` counts them), ``probe`` the rows ``(X, Y)`` to measure on (the first
     :func:`~sknet.engine._probe.probe_rows` of the data), ``epochs`` the
     most the fit runs, ``previous`` the bytes it keeps of a previous model.
     """
@@ -383,7 +433,9 @@ def fit_sizes(
     sizes = FitSizes(
         device=backend.name,
         separate_memory=backend.separate_memory,
-        model=model_bytes(trainer, optimizer, keeps_best=keeps_best, lbfgs=optimizer is None),
+        model=model_bytes(
+            trainer, optimizer, keeps_best=keeps_best, lbfgs=optimizer is None, backend=backend
+        ),
         data=data_bytes(backend, dtype, X, Y, w, n_train, validation, split),
         order=order_bytes(backend, n_train),
         profile=activation_profile(trainer.network, trainer.loss, *probe, backend),

@@ -9,7 +9,8 @@ estimators (:class:`TabularClassifier`, :class:`TabularRegressor`: a
 DataFrame in as it is, its column plan learned by :mod:`sknet.tabular`) and
 :class:`FeatureExtractor`.
 
-What it may import: :mod:`sknet.engine` (training), :mod:`sknet.layers`,
+What it may import: :mod:`sknet.engine` (training), :mod:`sknet.callbacks`
+(the bridge to scikit-learn's callbacks), :mod:`sknet.layers`,
 :mod:`sknet.losses`, :mod:`sknet.backend`, :mod:`sknet.tabular`; never
 :mod:`sknet.distributed` or the user-facing modules around a fit.
 """

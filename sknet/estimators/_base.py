@@ -22,6 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from sknet.backend import get_backend, is_device_array
+from sknet.callbacks._sklearn_bridge import SklearnCallbacksMixin, fit_task
 from sknet.engine._bytes import parse_bytes
 from sknet.engine._convergence import ScikitLearnConvergence
 from sknet.engine._network import Network
@@ -45,7 +46,9 @@ from sknet.layers._tree import check_tree
 from sknet.losses import EnsembleLoss
 
 
-class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
+class BaseNeuralNetwork(
+    InputValidationMixin, PersistenceMixin, SklearnCallbacksMixin, BaseEstimator
+):
     """Base class of sknet's estimators; not meant to be used directly.
 
     Subclasses implement ``_build_layers``, ``_loss_name``,
@@ -133,6 +136,11 @@ class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
     def _check_params(self):
         """Checks beyond ``_parameter_constraints`` (subclasses extend)."""
 
+    def _auto_batch_size(self, n_train):
+        """The batch size of ``batch_size='auto'`` for ``n_train`` training rows: 200,
+        scikit-learn's (the tabular estimators grow it with the table)."""
+        return 200
+
     def _network_input_shape(self, n_features):
         """Shape of one sample as the first layer sees it (images override)."""
         return (n_features,)
@@ -216,6 +224,7 @@ class BaseNeuralNetwork(InputValidationMixin, PersistenceMixin, BaseEstimator):
             X, y, sample_weight, False, (X_val, y_val, sample_weight_val, validation_data)
         )
 
+    @fit_task  # the root task of scikit-learn's callbacks, when set (set_callbacks)
     def _fit(self, X, y, sample_weight, incremental, validation_args):
         # scikit-learn validates on the host: CuPy inputs make one round trip.
         X, y, sample_weight = (a.get() if is_device_array(a) else a for a in (X, y, sample_weight))

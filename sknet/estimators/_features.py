@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
 from sknet.engine._validation import warn_non_finite_outputs
+from sknet.estimators._sequence_input import outputs_by_width
 
 
 class FeatureExtractor(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
@@ -119,9 +120,13 @@ class FeatureExtractor(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self.estimator_._validate_X_predict(X)
-        network = self.estimator_.network_
-        Z = network.predict(X, stop=self._stop)
-        warn_non_finite_outputs(network, X, Z, "The features", stop=self._stop)
+
+        def features(network, rows):  # (sequences longer than fitted: a wider network)
+            Z = network.predict(rows, stop=self._stop)
+            warn_non_finite_outputs(network, rows, Z, "The features", stop=self._stop)
+            return Z
+
+        Z = outputs_by_width(self.estimator_, X, features)
         return Z.reshape(Z.shape[0], -1)
 
     def get_feature_names_out(self, input_features=None):

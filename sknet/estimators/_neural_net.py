@@ -29,6 +29,7 @@ from sknet.estimators._docs import (
 )
 from sknet.estimators._layer_list import LayerListMixin, positive_ints
 from sknet.estimators._regressor import NetworkRegressorMixin
+from sknet.estimators._sequence_input import SequenceInputMixin, StepGroups
 from sknet.layers import Dense, Embedding, EnsembleHead, Flatten
 from sknet.layers._ensemble import ensemble_size
 
@@ -53,7 +54,12 @@ NETWORK_PARAMETERS_DOC = """
         Sequence steps whose features all equal this value (token id, for
         token input) are padding: recurrent layers carry their state over them
         and ``GlobalAvgPool1D`` skips them. ``None``: no padding. A finite
-        number: NaN equals nothing, and ``X`` holding NaN is refused.
+        number: NaN equals nothing, and ``X`` holding NaN is refused. With it,
+        sequences come in any length: a list of sequences of different
+        lengths (padded after each with this value), or, at ``predict``,
+        arrays padded to another number of steps than in ``fit`` (brought to
+        the fitted one; longer sequences run at a wider width where the
+        network's weights allow it): see :doc:`/user_guide/text`.
 
     clip_norm : float or None, default=None
         Rescale each batch's gradient to at most this L2 norm (on the device,
@@ -66,7 +72,7 @@ _INPUT_SHAPE_ATTRIBUTE_DOC = """
 """
 
 
-class _NeuralNet(LayerListMixin, BaseNeuralNetwork):
+class _NeuralNet(SequenceInputMixin, LayerListMixin, BaseNeuralNetwork):
     """Any layer stack on samples of any shape; presets narrow it.
 
     A preset overrides the hooks of the "samples" and "network" sections:
@@ -162,6 +168,10 @@ class _NeuralNet(LayerListMixin, BaseNeuralNetwork):
             )
 
     def _validate_Xy(self, X, y, reset, names=("X", "y"), **kwargs):
+        # Ragged sequences padded; other widths brought to the fitted one (_sequence_input).
+        X = self._padded(X, names[0], reset)
+        if not reset:
+            X = self._as_fitted_steps(X, names[0], longer=False)
         X, sample_shape = self._split_samples(X)
         X, y = super()._validate_Xy(X, y, reset, names=names, **kwargs)
         if reset:
@@ -171,6 +181,23 @@ class _NeuralNet(LayerListMixin, BaseNeuralNetwork):
         return self._check_token_ids(X, names[0]), y
 
     def _validate_X_predict(self, X):
+        """``X`` validated; :class:`StepGroups` when sequences are longer than fitted."""
+        if hasattr(self, "input_shape_"):  # (unfitted: the base raises NotFittedError)
+            X = self._as_fitted_steps(self._padded(X, "X", reset=False), "X", longer=True)
+        if isinstance(X, StepGroups):
+            fitted = self.input_shape_[0]
+            X.groups = [
+                (
+                    rows,
+                    self._validate_fitted(part) if n == fitted else self._validate_wider(part),
+                    n,
+                )
+                for rows, part, n in X.groups
+            ]
+            return X
+        return self._validate_fitted(X)
+
+    def _validate_fitted(self, X):
         X, sample_shape = self._split_samples(X)
         if hasattr(self, "input_shape_"):
             self._check_sample_shape(sample_shape)

@@ -64,7 +64,11 @@ _RNN_PARAMETERS_DOC = """
         Steps whose features all equal this value (token id, for token
         input) are padding: recurrent layers carry their state over them and
         ``GlobalAvgPool1D`` skips them, so padded and unpadded sequences give
-        the same result. ``None``: no padding.
+        the same result. ``None``: no padding. With it, ``X`` may be a list of
+        sequences of different lengths (padded after each with this value),
+        and ``predict`` takes sequences padded to any number of steps (or
+        longer than in ``fit``: the recurrent layers run at that width): see
+        :doc:`/user_guide/text`.
 
     clip_norm : float or None, default=5.0
         Rescale each batch's gradient to at most this L2 norm (on the device,
@@ -159,7 +163,9 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
 
     Sequences come as ``(n, timesteps, features)``, or flat rows with
     ``input_shape``; token ids as ``(n, timesteps)`` with an
-    :class:`~sknet.layers.Embedding` first in ``layers``. Everything else is
+    :class:`~sknet.layers.Embedding` first in ``layers`` (from raw text:
+    :class:`~sknet.text.TextVectorizer`); with ``padding_value``, as a list of
+    sequences of different lengths too, and of any length at ``predict``. Everything else is
     the contract of :class:`MLPClassifier`: ``partial_fit``, sample and class
     weights, early stopping, callbacks, persistence and input checks.
 

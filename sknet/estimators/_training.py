@@ -12,6 +12,7 @@ can go wrong while it trains into the user's errors.
 
 import contextlib
 
+from sknet.callbacks._sklearn_bridge import epoch_tasks
 from sknet.engine._callbacks import Callback, TrainingState, copy_callbacks
 from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet.engine._lbfgs import run_lbfgs
@@ -113,8 +114,19 @@ def training_errors(est, backend, used, X, y, sample_weight):
             f"contain large values and need to be preprocessed. {exc} Scale "
             "the input features (e.g. with StandardScaler), lower "
             f"learning_rate_init (currently {est.learning_rate_init}), or "
-            "increase alpha."
+            "increase alpha." + _decay_advice(est)
         ) from None
+
+
+def _decay_advice(est):
+    """What AdamW's decoupled weight decay did, when each step scales the weights by <= 0."""
+    decay = getattr(est, "weight_decay", 0.0) * est.learning_rate_init
+    if est.solver != "adamw" or not decay >= 1:
+        return ""
+    return (
+        f" With solver='adamw', weight_decay={est.weight_decay!r} times learning_rate_init "
+        f"scales the weights by {1 - decay:.6g} each step: keep their product well below 1."
+    )
 
 
 def check_callbacks(callbacks):
@@ -130,11 +142,15 @@ def check_callbacks(callbacks):
 
 
 def builtin_callbacks(est, incremental):
-    """scikit-learn's reporting and convergence rules, before the user's callbacks."""
+    """scikit-learn's reporting and convergence rules, before the user's callbacks.
+
+    Then, when the fit is a task of scikit-learn's callbacks (``set_callbacks``),
+    the one that makes each epoch a task (:func:`~sknet.callbacks._sklearn_bridge.epoch_tasks`).
+    """
     callbacks = [ScikitLearnLog()] if est.verbose else []
     if est.solver in STOCHASTIC_SOLVERS:
         callbacks.append(ScikitLearnConvergence(incremental=incremental))
-    return callbacks
+    return callbacks + epoch_tasks(est)
 
 
 def train_stochastic(
@@ -145,7 +161,8 @@ def train_stochastic(
         train_rows, val_rows = est._validation_split(Y, rng) if split is None else split
         validation = tuple(None if a is None else a[val_rows] for a in (X, Y, sample_weight))
     n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
-    batch_size = used["batch_size"] = resolve_batch_size(est.batch_size, n_train)
+    batch_size = resolve_batch_size(est.batch_size, n_train, auto=est._auto_batch_size)
+    used["batch_size"] = batch_size
     est._optimizer = make_optimizer(est, trainer)
     placement, data = place_training_data(
         est,
@@ -165,6 +182,7 @@ def train_stochastic(
         batch_size=batch_size,
         history=est.history_,
         has_validation=validation is not None,
+        max_epochs=max_epochs,
     )
     trainer.run_epochs(
         data,
@@ -198,6 +216,7 @@ def train_lbfgs(est, trainer, X, Y, sample_weight, validation):
         batch_size=X.shape[0],
         history=est.history_,
         has_validation=validation is not None,
+        max_epochs=est.max_iter,
     )
     est.loss_, est.n_iter_ = run_lbfgs(
         trainer,

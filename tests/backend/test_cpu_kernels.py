@@ -1,6 +1,13 @@
-"""The optional Numba kernels of the NumPy backend against its NumPy code."""
+"""The Numba kernels of the NumPy backend against its NumPy code, and that they are there.
 
+Numba is a dependency of sknet where it has wheels (``pyproject.toml``'s markers):
+there, the default install runs the kernels, and a fit gives the same model whichever
+extras are installed.
+"""
+
+import importlib.metadata
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -10,15 +17,45 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from sknet.backend import _cpu_kernels
 from sknet.backend._numpy import NumpyBackend
 from tests.conftest import GenericBackend
 
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
-def test_numpy_backend_uses_the_numba_kernels_when_installed():
+def _requirements():
+    """The installed sknet-nn's requirements (pyproject.toml's, as pip installed them)."""
+    from packaging.requirements import Requirement
+
+    return [Requirement(r) for r in importlib.metadata.requires("sknet-nn") or []]
+
+
+def numba_is_a_dependency_here():
+    """Whether ``pip install sknet-nn`` installs Numba on this interpreter and machine."""
+    numba = [r for r in _requirements() if r.name == "numba"]
+    assert numba, "sknet-nn no longer lists numba among its dependencies"
+    return any(r.marker is None or r.marker.evaluate() for r in numba)
+
+
+@pytest.mark.skipif(os.environ.get("SKNET_NUMBA") == "0", reason="SKNET_NUMBA=0 turns them off")
+def test_the_default_install_has_the_kernels_where_numba_has_wheels():
+    if not numba_is_a_dependency_here():
+        pytest.skip("Numba has no wheels here: the NumPy code runs (as documented)")
+    assert importlib.util.find_spec("numba") is not None, "numba is a dependency here"
+    assert _cpu_kernels.KERNELS is not None
     assert NumpyBackend().kernels is not None
+
+
+def test_the_numba_extra_is_kept_and_installs_nothing_more():
+    metadata = importlib.metadata.metadata("sknet-nn")
+    assert "numba" in metadata.get_all("Provides-Extra")  # old install commands still work
+    added = [
+        r
+        for r in _requirements()
+        if r.marker and r.marker.evaluate({"extra": "numba"}) and not r.marker.evaluate()
+    ]
+    assert added == []
 
 
 def _state(dtype, n=1001):
@@ -73,6 +110,57 @@ def test_sknet_numba_0_runs_the_numpy_code(tmp_path):
         "MLPClassifier((8,), max_iter=3, random_state=0).fit(X, y)\n"
     )
     env = dict(os.environ, SKNET_NUMBA="0", PYTHONWARNINGS="ignore")
-    root = Path(__file__).resolve().parents[2]
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=tmp_path)
+
+
+# What the fits of the next test train, in a fresh interpreter: an MLP, a ConvNet and an
+# LSTM, each model's weights, epochs and losses as a digest. With ``dask`` as argument,
+# the distributed extra's libraries are imported first (dask-ml brings Numba).
+_FITS = """
+import hashlib, json, sys
+import numpy as np
+if sys.argv[1] == "dask":
+    import dask.array, distributed, dask_ml.model_selection  # noqa: F401
+from sknet import ConvNetClassifier, MLPClassifier, RNNClassifier
+from sknet.backend import _cpu_kernels
+rng = np.random.RandomState(0)
+X, y = rng.rand(240, 64), rng.randint(0, 3, 240)
+models = {
+    "mlp": MLPClassifier((32,), max_iter=4, random_state=0),
+    "convnet": ConvNetClassifier(conv_filters=(4,), dense_units=(16,), input_shape=(1, 8, 8),
+                                 max_iter=2, random_state=0),
+    "lstm": RNNClassifier(units=(8,), input_shape=(8, 8), max_iter=2, random_state=0),
+}
+out = {"kernels": _cpu_kernels.KERNELS is not None}
+for name, model in models.items():
+    model.fit(X, y)
+    digest = hashlib.sha256(repr((model.n_iter_, model.loss_curve_)).encode())
+    for w in model.network_.weights():
+        digest.update(np.ascontiguousarray(model.network_.backend.to_numpy(w)).tobytes())
+    out[name] = digest.hexdigest()
+print(json.dumps(out))
+"""
+
+
+def _fit_in_a_fresh_interpreter(mode, tmp_path):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", SKNET_DEVICE="cpu")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", _FITS, mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_distributed_extras_imports_change_no_model(tmp_path):
+    """Importing dask and dask-ml (which bring Numba) before a fit changes nothing."""
+    pytest.importorskip("dask_ml", reason="the distributed extra is not installed")
+    alone = _fit_in_a_fresh_interpreter("alone", tmp_path)
+    with_dask = _fit_in_a_fresh_interpreter("dask", tmp_path)
+    assert alone == with_dask

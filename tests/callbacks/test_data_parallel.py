@@ -113,3 +113,14 @@ def test_a_callback_that_changes_each_batch_is_refused_by_name(client):
     # one that only reads the fit (a progress bar) runs after each epoch's batches
     with pytest.warns(Warning, match="Maximum iterations"):
         DataParallel(mlp([ProgressBar()], max_iter=1, tol=0.0), client=client).fit(X, y)
+
+
+def test_scikit_learns_callbacks_of_the_estimator_see_each_epoch_on_the_driver(client):
+    sklearn_callback = pytest.importorskip("sklearn.callback")
+    X, y = data(200)
+    monitor = sklearn_callback.ScoringMonitor(scoring="accuracy")
+    parallel = DataParallel(mlp([], max_iter=3).set_callbacks(monitor), client=client)
+    parallel.fit(X, y)  # clone keeps them: the driver's fit is their root task
+    rows = monitor.get_logs().data
+    assert [r["task_name"] for r in rows] == ["fit"] + ["epoch"] * parallel.estimator_.n_iter_
+    assert rows[0]["accuracy"] == pytest.approx(parallel.score(X, y))

@@ -691,3 +691,98 @@ def test_gpu_estimate_within_20_percent_of_the_pool_peak(est, shape):
     with Peak():
         est.fit(X, y)
     assert abs(estimate.total - peak[0]) <= 0.2 * peak[0], (estimate, format_bytes(peak[0]))
+
+
+# -- sizing a GPU without CuPy -----------------------------------------------------------
+@pytest.fixture
+def without_cupy(monkeypatch):
+    """A machine without CuPy: ``import cupy`` fails and no CUDA device is seen."""
+    from sknet import backend
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    backend.cuda_device_count.cache_clear()
+    yield
+    backend.cuda_device_count.cache_clear()
+
+
+def _blocks(nbytes):
+    """``nbytes`` in CuPy's memory pool: whole blocks of 512 bytes (by hand)."""
+    return (nbytes + 511) // 512 * 512
+
+
+def test_a_gpu_is_sized_without_cupy(without_cupy):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)  # int64 pixels: the fit's float32 copy counts
+    with pytest.raises(ValueError, match="CuPy is not installed"):
+        get_backend("cuda")
+    clf = MLPClassifier(hidden_layer_sizes=(100,), batch_size=200, device="cuda")
+    on_gpu = estimate_memory(clf, X, y)
+    assert on_gpu.device == "cuda:0"
+    assert estimate_memory(clf.set_params(device="cuda:1"), X, y).device == "cuda:1"
+    n_params = 64 * 100 + 100 + 100 * 10 + 10  # one flat array of float32 parameters
+    n_rows = X.shape[0]
+    assert on_gpu["parameters"] == _blocks(4 * n_params)
+    assert on_gpu["gradients"] == _blocks(4 * n_params)
+    assert on_gpu["optimizer_state"] == 3 * _blocks(4 * n_params)  # Adam's m, v, work array
+    # X and the one-hot Y in float32, and the epoch's row order (int64)
+    assert on_gpu["data"] == _blocks(n_rows * 64 * 4) + _blocks(n_rows * 10 * 4) + _blocks(
+        n_rows * 8
+    )
+    on_cpu = estimate_memory(clf.set_params(device="cpu"), X, y)
+    assert on_cpu["parameters"] == 4 * n_params  # the host's allocator: no blocks
+    # The fit's own objects, L-BFGS's state and threads' copies are the host's alone.
+    assert on_gpu["workspace"] < on_cpu["workspace"]
+    lbfgs = estimate_memory(clf.set_params(device="cuda", solver="lbfgs"), X, y)
+    assert lbfgs["optimizer_state"] == 0
+
+
+def test_float32_data_are_free_on_the_cpu_only(without_cupy, digits):
+    X, y = digits
+    X = X.astype(np.float32)
+    clf = _mlp(hidden_layer_sizes=(16,))
+    on_cpu = estimate_memory(clf, X, y)
+    on_gpu = estimate_memory(clf.set_params(device="cuda"), X, y)
+    n_rows = X.shape[0]
+    # The CPU uses X in place: its part is the one-hot Y and the row order with its copy.
+    assert on_cpu["data"] == n_rows * 10 * 4 + 2 * n_rows * 8
+    assert on_gpu["data"] == _blocks(X.nbytes) + _blocks(n_rows * 10 * 4) + _blocks(n_rows * 8)
+
+
+def test_auto_and_sknet_device_choose_the_rules(without_cupy, monkeypatch):
+    from sknet.backend import memory_rules
+
+    assert memory_rules("auto").name == "cpu"  # no GPU seen
+    monkeypatch.setenv("SKNET_DEVICE", "cuda:2")
+    rules = memory_rules("auto")
+    assert (rules.name, rules.separate_memory, rules.allocated(1)) == ("cuda:2", True, 512)
+    assert memory_rules(get_backend("cpu")).allocated(1) == 1
+    monkeypatch.setenv("SKNET_DEVICE", "tpu")
+    with pytest.raises(ValueError, match="SKNET_DEVICE='tpu'"):
+        memory_rules("auto")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_the_rules_are_cupys_and_give_the_estimate_of_the_real_backend(monkeypatch):
+    import cupy as cp
+
+    from sknet.backend import memory_rules
+    from sknet.engine import _estimate
+
+    pool, rules = cp.get_default_memory_pool(), memory_rules("cuda")
+    for n in (1, 400, 512, 513, 100_000):
+        pool.free_all_blocks()
+        before = pool.used_bytes()
+        a = cp.empty(n, dtype=cp.uint8)
+        assert pool.used_bytes() - before == rules.allocated(n), n
+        del a
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(2000, 64).astype(np.float32), rng.randint(10, size=2000)
+    for est in (_mlp(device="cuda"), _convnet(device="cuda", input_shape=(1, 8, 8))):
+        by_rules = estimate_memory(est, X, y)
+        monkeypatch.setattr(_estimate, "_device_of", lambda device: get_backend(device))
+        by_backend = estimate_memory(est, X, y)
+        monkeypatch.undo()
+        assert dict(by_rules) == dict(by_backend)
+        assert by_rules.device == by_backend.device == get_backend("cuda").name
