@@ -315,8 +315,9 @@ def available(peer):
     return True
 
 
-def boosting(peer, task, seed, threads, X_train, y_train, X_test):
-    """LightGBM or CatBoost at their defaults, categories native, ``threads`` threads.
+def boosting_model(peer, task, seed, threads, X_train, X_test):
+    """LightGBM or CatBoost at their defaults, categories native, ``threads`` threads:
+    ``(unfitted model, X_train, X_test)`` as the model takes them.
 
     LightGBM takes the columns as ``category`` (the training rows' categories,
     unseen ones missing, as HistGradientBoosting gets them); CatBoost takes the
@@ -329,8 +330,7 @@ def boosting(peer, task, seed, threads, X_train, y_train, X_test):
 
         X_train, X_test = as_categories(X_train, X_test, columns)
         cls = lightgbm.LGBMRegressor if task == "regression" else lightgbm.LGBMClassifier
-        model = cls(n_jobs=threads, random_state=seed, verbose=-1)
-        return model.fit(X_train, y_train), X_test
+        return cls(n_jobs=threads, random_state=seed, verbose=-1), X_train, X_test
     import catboost
 
     X_train, X_test = (
@@ -344,7 +344,7 @@ def boosting(peer, task, seed, threads, X_train, y_train, X_test):
         allow_writing_files=False,
         cat_features=columns,
     )
-    return model.fit(X_train, y_train), X_test
+    return model, X_train, X_test
 
 
 def pytabkit_inputs(X_train, X_test):
@@ -382,7 +382,8 @@ def fit_peer(peer, task, seed, X_train, y_train, X_test, quick, threads=1):
         model = cls(random_state=seed, device="cpu", **params).fit(X_train, y_train)
         prepare = None
     elif peer in ("lightgbm", "catboost"):
-        model, X_test = boosting(peer, task, seed, threads, X_train, y_train, X_test)
+        model, X_train, X_test = boosting_model(peer, task, seed, threads, X_train, X_test)
+        model.fit(X_train, y_train)
         prepare = None
     elif peer in ("realmlp", "tabm"):
         X_train, X_test = pytabkit_inputs(X_train, X_test)

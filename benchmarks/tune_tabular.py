@@ -105,7 +105,9 @@ def fit_tabular(params, task, seed, X_train, y_train, X_test):
     model = cls(random_state=seed, device="cpu", **params).fit(X_train, y_train)
     fit_s = time.perf_counter() - start
     outputs = model.predict(X_test) if task == "regression" else model.predict_proba(X_test)
-    return np.asarray(outputs), fit_s, model.n_iter_
+    speed = bench_tabular.network_speed(model, len(X_train))
+    gflop = speed["gflops"] * speed["epoch_s"] * speed["epochs"]  # the fit's arithmetic
+    return np.asarray(outputs), fit_s, model.n_iter_, gflop
 
 
 def main(argv=None):
@@ -138,19 +140,22 @@ def main(argv=None):
                 outputs, fit_s, _, _ = bench_tabular.fit_peer(
                     "hgb", task, seed, X_train, y_train, X_test, False
                 )
-                rows["hgb"].append((bench_tabular.score(task, y_test, outputs, classes), fit_s, 0))
+                rows["hgb"].append(
+                    (bench_tabular.score(task, y_test, outputs, classes), fit_s, 0, 0)
+                )
                 for i, params in enumerate(settings):
-                    outputs, fit_s, epochs = fit_tabular(
+                    outputs, fit_s, epochs, gflop = fit_tabular(
                         params, task, seed, X_train, y_train, X_test
                     )
                     score = bench_tabular.score(task, y_test, outputs, classes)
-                    rows[i].append((score, fit_s, epochs))
+                    rows[i].append((score, fit_s, epochs, gflop))
         metric = "rmse" if task == "regression" else "auc"
         summary = {
             str(k): {
                 "score": float(np.mean([r[0] for r in v])),
                 "fit_s": float(np.sum([r[1] for r in v])),
                 "epochs": float(np.mean([r[2] for r in v])),
+                "gflop": float(np.sum([r[3] for r in v])),
             }
             for k, v in rows.items()
         }
@@ -168,9 +173,10 @@ def main(argv=None):
             ours, hgb = r[str(i)]["score"], r["hgb"]["score"]
             gaps.append(100 * (ours / hgb - 1) if r["metric"] == "rmse" else 100 * (hgb - ours))
         total = sum(r[str(i)]["fit_s"] for r in report["tables"].values())
+        gflop = sum(r[str(i)]["gflop"] for r in report["tables"].values())
         print(
             f"[{i}] {json.dumps(params)}: mean gap to boosting {np.mean(gaps):+.2f} "
-            f"(RMSE % / AUC points; + is worse), fit {total:.0f} s"
+            f"(RMSE % / AUC points; + is worse), fit {total:.0f} s, {gflop:.0f} GFLOP"
         )
     if config.json:
         Path(config.json).write_text(json.dumps(report, indent=2))

@@ -109,6 +109,15 @@ class Backend(SequenceKernels, RecurrentKernels):
         """A random generator on this backend, seeded from the host."""
         return self.xp.random.default_rng(seed)
 
+    def mask_draws(self, generator, shape, dtype):
+        """Random draws for a dropout mask: a draw ``u`` is kept at rate ``r`` where
+        ``u >= keep_from(r)`` (uniforms in [0, 1) of ``dtype`` here)."""
+        return generator.random(shape, dtype=dtype)
+
+    def keep_from(self, rate, dtype):
+        """The smallest kept draw of :meth:`mask_draws` at dropout rate ``rate``."""
+        return self.xp.asarray(rate, dtype=dtype)
+
     # -- kernels ----------------------------------------------------------
     def matmul(self, A, B, out=None):
         """``A @ B`` into ``out``; ``A`` may be a sparse matrix."""

@@ -197,6 +197,14 @@ class NumpyBackend(NumpySequenceKernels, NumpyConvolutions, Backend):
         return out
 
     # -- dense layers: bias, ReLU and their gradients in one pass
+    def mask_draws(self, generator, shape, dtype):
+        # 16-bit integers: draws in half the time of float32 uniforms (a dropout layer's
+        # draws are a tenth of a tabular batch's time), the rate kept to 1/65536.
+        return generator.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+
+    def keep_from(self, rate, dtype):
+        return np.uint16(min(round(float(rate) * (1 << 16)), (1 << 16) - 1))
+
     def bias_activation(self, Z, bias, activation):
         if (
             self.kernels is None

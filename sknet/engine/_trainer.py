@@ -26,7 +26,12 @@ import numpy as np
 from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
 from sknet.engine._network import checked_output
-from sknet.engine._sharding import RowShards, plan_shards
+from sknet.engine._sharding import (
+    RowShards,
+    blas_single_threaded,
+    plan_shards,
+    single_threaded_blas,
+)
 from sknet.engine._types import BackendData, Diverged, StopTraining, StreamedData
 
 #: ``(estimator, runner)`` while :func:`batches_run_by` is active, else None
@@ -111,7 +116,9 @@ class Trainer:
         """
         n_shards = plan_shards(self.network, self.plan, batch_rows)
         if n_shards < 2:
-            yield
+            small = blas_single_threaded(self.network, self.plan, batch_rows)
+            with single_threaded_blas() if small else contextlib.nullcontext():
+                yield
             return
         if self._shards is None or self._shards.n_shards != n_shards:
             self._shards = RowShards(self, n_shards)
@@ -378,10 +385,11 @@ class Trainer:
         return float(total) / weight_sum, np.concatenate(chunks)
 
 
-def resolve_batch_size(batch_size, n_train):
-    """scikit-learn's rule: ``'auto'`` is ``min(200, n)``; larger sizes are clipped."""
+def resolve_batch_size(batch_size, n_train, auto=None):
+    """scikit-learn's rule: ``'auto'`` is ``min(200, n)`` (or ``auto(n)``); larger sizes
+    are clipped."""
     if batch_size == "auto":
-        return min(200, n_train)
+        return min(200 if auto is None else int(auto(n_train)), n_train)
     if batch_size > n_train:
         warnings.warn(
             "Got `batch_size` less than 1 or larger than sample size. It is going to be clipped"

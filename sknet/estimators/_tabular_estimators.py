@@ -34,7 +34,8 @@ default=${numeric_embedding}
         itself (``None``).
 
     n_bins : int, default=${n_bins}
-        The most quantile bins per numeric column (``'piecewise_linear'``).
+        The most quantile bins per numeric column (``'piecewise_linear'``), at
+        most 65536.
 
     d_embedding : int, default=${d_embedding}
         The size of each numeric column's embedding.
@@ -155,7 +156,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         alpha=0.0,
         batch_size="auto",
         learning_rate="constant",
-        learning_rate_init=0.002,
+        learning_rate_init=0.004,
         power_t=0.5,
         max_iter=200,
         shuffle=True,
@@ -172,7 +173,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0003,
-        n_iter_no_change=10,
+        n_iter_no_change=8,
         max_fun=15000,
         clip_norm=None,
         device="auto",
@@ -288,7 +289,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         alpha=0.0,
         batch_size="auto",
         learning_rate="constant",
-        learning_rate_init=0.002,
+        learning_rate_init=0.004,
         power_t=0.5,
         max_iter=200,
         shuffle=True,
@@ -305,7 +306,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0003,
-        n_iter_no_change=10,
+        n_iter_no_change=8,
         max_fun=15000,
         clip_norm=None,
         device="auto",

@@ -61,7 +61,7 @@ class Dropout(Layer):
         if u is None:
             u = self._uniform(X.shape)
         mask = self._buffer("mask", X.shape)
-        xp.greater_equal(u, self.rate, out=mask)
+        xp.greater_equal(u, self.backend_.keep_from(self.rate, self.dtype_), out=mask)
         mask *= 1.0 / (1.0 - self.rate)
         Y = self._buffer("Y", X.shape)
         xp.multiply(X, mask, out=Y)
@@ -72,7 +72,7 @@ class Dropout(Layer):
         if self._generator is None:
             seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
             self._generator = self.backend_.random_generator(int(seed))
-        return self._generator.random(shape, dtype=self.dtype_)
+        return self.backend_.mask_draws(self._generator, shape, self.dtype_)
 
     def split_draws(self, copies, bounds):
         # the whole batch's numbers, from this layer's stream: masks independent of the split

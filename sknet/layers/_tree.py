@@ -23,6 +23,7 @@ deeper one with a ValueError naming where it goes deeper, before anything
 recursive (copying, building) meets it.
 """
 
+import functools
 from numbers import Real
 
 import numpy as np
@@ -32,6 +33,13 @@ from sklearn.base import clone
 #: any network one writes; deeper trees would exhaust Python's recursion in
 #: copying, cloning and pickling.
 MAX_DEPTH = 64
+
+
+@functools.cache
+def _param_names(cls):
+    """A layer class's constructor parameters (scikit-learn's ``_get_param_names``), read
+    once a class: its signature is inspected on every call, and the tree is walked per batch."""
+    return tuple(cls._get_param_names())
 
 
 def where(path, root="layers_"):
@@ -262,7 +270,7 @@ class TreeNode:
 
     def _sublayer_names(self):
         """The declared :attr:`sublayer_params`, or those discovered from the values."""
-        names = self._get_param_names()
+        names = _param_names(type(self))
         declared = type(self).sublayer_params
         if declared is None:
             return [name for name in names if _is_layers(getattr(self, name, None))]
