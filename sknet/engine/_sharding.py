@@ -44,10 +44,6 @@ MIN_SHARD_ROWS = 16
 #: 64-row shard) gain from splitting; a 784-256-128 MLP (15 M per 64 rows) loses.
 MIN_SHARD_WORK = 50e6
 
-#: Whole batches of fewer multiply-adds run with a single-threaded BLAS (see
-#: :func:`blas_single_threaded`).
-MIN_THREADED_WORK = 0
-
 _CONTROLLER = None
 # The BLAS limit is process-wide: fits running in several threads share one
 # limit, set by the first to enter and lifted by the last to leave.
@@ -107,24 +103,6 @@ def plan_shards(network, plan, batch_rows):
     if network.backend.xp is not np or not plan.shardable:
         return 1
     return shard_count(batch_rows, cpu_threads(), work_per_sample(network))
-
-
-def blas_single_threaded(network, plan, batch_rows):
-    """Whether whole batches of ``batch_rows`` rows run with a single-threaded BLAS.
-
-    On the CPU, a batch of less than :data:`MIN_THREADED_WORK` multiply-adds is
-    a few small matrix products with Python between them: OpenBLAS's threads
-    gain little there on an idle machine, and collapse when another process
-    keeps a core busy (a product's threads wait for the one that is not
-    scheduled: measured, a tabular batch 8x slower than on one thread), so
-    such batches run on one thread, whatever the machine's load. A decision
-    of the configuration alone, never of a timing: the same fit on the same
-    machine computes the same numbers (OpenBLAS's results depend on its
-    thread count).
-    """
-    if network.backend.xp is not np or cpu_threads() < 2:
-        return False
-    return batch_rows * work_per_sample(network) < MIN_THREADED_WORK
 
 
 def shard_count(n_rows, threads, work):

@@ -26,12 +26,7 @@ import numpy as np
 from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
 from sknet.engine._network import checked_output
-from sknet.engine._sharding import (
-    RowShards,
-    blas_single_threaded,
-    plan_shards,
-    single_threaded_blas,
-)
+from sknet.engine._sharding import RowShards, plan_shards, single_threaded_blas
 from sknet.engine._types import BackendData, Diverged, StopTraining, StreamedData
 
 #: ``(estimator, runner)`` while :func:`batches_run_by` is active, else None
@@ -78,14 +73,21 @@ class Trainer:
     callbacks : list of Callback, default=()
         Called with a :class:`~sknet.engine._callbacks.TrainingState` by
         :meth:`run_epochs` and :func:`~sknet.engine._lbfgs.run_lbfgs`.
+    single_threaded : bool, default=False
+        Run the batches on one thread: a small network's products, some hundreds
+        of rows with Python between them, gain 1.4x from OpenBLAS's second thread
+        on an idle machine and lose 4x when another process keeps a core busy.
     """
 
-    def __init__(self, network, loss, *, alpha=0.0, clip_norm=None, callbacks=()):
+    def __init__(
+        self, network, loss, *, alpha=0.0, clip_norm=None, callbacks=(), single_threaded=False
+    ):
         self.network = network
         self.loss = loss
         self.alpha = alpha
         self.clip_norm = clip_norm
         self.callbacks = list(callbacks)
+        self.single_threaded = single_threaded
         self.state = None
         self._x_buffer = None
         self._shards = None  # RowShards, made on the first batch split over threads
@@ -112,12 +114,12 @@ class Trainer:
         See :mod:`sknet.engine._sharding`: on the CPU, with BLAS threads to spare
         and row-independent layers, each batch's rows are shared out among
         copies of the network, one per thread, while the BLAS runs
-        single-threaded; otherwise the block changes nothing.
+        single-threaded; otherwise the block changes nothing. A
+        ``single_threaded`` trainer runs whole batches on a single-threaded BLAS.
         """
-        n_shards = plan_shards(self.network, self.plan, batch_rows)
+        n_shards = 1 if self.single_threaded else plan_shards(self.network, self.plan, batch_rows)
         if n_shards < 2:
-            small = blas_single_threaded(self.network, self.plan, batch_rows)
-            with single_threaded_blas() if small else contextlib.nullcontext():
+            with single_threaded_blas() if self.single_threaded else contextlib.nullcontext():
                 yield
             return
         if self._shards is None or self._shards.n_shards != n_shards:
@@ -368,21 +370,23 @@ class Trainer:
         self.state.history.append(logs)
         return self.notify("on_epoch_end", epoch, logs)
 
-    def evaluate(self, X, Y, w, chunk_rows=None):
-        """Validation loss (without the L2 term) and outputs ``P`` on the host."""
-        total, chunks = 0.0, []
-        chunk = chunk_rows or self.network.predict_chunk_rows()
-        weight_sum = X.shape[0] if w is None else float(w.sum())
-        backend, dtype = self.backend, self.network.dtype
-        for i in range(0, X.shape[0], chunk):
-            part = slice(i, i + chunk)  # host data (streamed validation) moves by chunks
-            Xb = backend.asarray(X[part], self.network.input_dtype)  # token ids: integers
-            Z = self.network.forward(Xb, training=False)
-            wb = None if w is None else backend.asarray(w[part], dtype)
-            loss, _ = self.loss(Z, backend.asarray(Y[part], dtype), wb)
-            total = total + loss * (Z.shape[0] if wb is None else wb.sum())
-            chunks.append(self.backend.to_numpy(checked_output(self.loss.output, Z)))
-        return float(total) / weight_sum, np.concatenate(chunks)
+
+def loss_and_outputs(trainer, X, Y, w, chunk_rows=None):
+    """``trainer``'s validation loss on ``X``, ``Y`` (without the L2 term) and its outputs
+    ``P`` on the host, by chunks of rows."""
+    total, chunks = 0.0, []
+    chunk = chunk_rows or trainer.network.predict_chunk_rows()
+    weight_sum = X.shape[0] if w is None else float(w.sum())
+    backend, dtype = trainer.backend, trainer.network.dtype
+    for i in range(0, X.shape[0], chunk):
+        part = slice(i, i + chunk)  # host data (streamed validation) moves by chunks
+        Xb = backend.asarray(X[part], trainer.network.input_dtype)  # token ids: integers
+        Z = trainer.network.forward(Xb, training=False)
+        wb = None if w is None else backend.asarray(w[part], dtype)
+        loss, _ = trainer.loss(Z, backend.asarray(Y[part], dtype), wb)
+        total = total + loss * (Z.shape[0] if wb is None else wb.sum())
+        chunks.append(trainer.backend.to_numpy(checked_output(trainer.loss.output, Z)))
+    return float(total) / weight_sum, np.concatenate(chunks)
 
 
 def resolve_batch_size(batch_size, n_train, auto=None):

@@ -20,6 +20,7 @@ from sklearn.utils import check_array
 
 from sknet.backend import get_array_module, is_device_array
 from sknet.engine._placement import backend_data
+from sknet.engine._trainer import loss_and_outputs
 
 
 def check_finite(a, dtype, name):
@@ -220,7 +221,7 @@ def make_evaluator(est, trainer, validation, on_device=True, chunk_rows=None):
     score = make_scorer(est, X_val, Y_val, sw_val)
 
     def evaluate():
-        valid_loss, P = trainer.evaluate(*data, chunk_rows=chunk_rows)
+        valid_loss, P = loss_and_outputs(trainer, *data, chunk_rows=chunk_rows)
         return valid_loss, score(valid_loss, P)
 
     return evaluate

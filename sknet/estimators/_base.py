@@ -107,6 +107,9 @@ class BaseNeuralNetwork(
     )
     #: parameters that define the network: a warm fit refuses to change them
     _network_parameters = ()
+    #: whether the batches train on one thread, the BLAS single-threaded (the tabular
+    #: estimators: see :meth:`sknet.engine._trainer.Trainer.split_batches`)
+    _single_threaded_batches = False
 
     # -- what subclasses provide --------------------------------------------
     @abstractmethod

@@ -72,6 +72,8 @@ class TabularMixin:
         "n_members",
     )
     _accept_sparse = False
+    # Small products with Python between them: OpenBLAS's threads collapse under load.
+    _single_threaded_batches = True
 
     # -- the column plan -------------------------------------------------------------
     def _make_encoder(self):

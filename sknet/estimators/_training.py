@@ -54,6 +54,7 @@ def train(
         est._loss,
         alpha=est.alpha,
         clip_norm=getattr(est, "clip_norm", None),
+        single_threaded=est._single_threaded_batches,
         callbacks=builtin_callbacks(est, incremental) + est.callbacks_,
     )
     if est.solver == "lbfgs":

@@ -572,3 +572,27 @@ def test_polars_and_pyarrow_tables_keep_their_names_through_fit_and_predict(kind
     assert_allclose(clf.predict_proba(native), reference.predict_proba(X), rtol=1e-6)
     with pytest.raises(ValueError, match="same order as they were in fit"):
         clf.predict_proba(reorder(native))
+
+
+def test_the_batches_of_a_tabular_fit_run_on_one_blas_thread(monkeypatch):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from sknet.layers import EnsembleDense
+
+    seen = []
+    forward = EnsembleDense.forward
+
+    def recording(self, X, *, training):
+        if training:
+            seen.append(
+                max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+            )
+        return forward(self, X, training=training)
+
+    monkeypatch.setattr(EnsembleDense, "forward", recording)
+    X, signal = table(n=200)
+    with threadpool_limits(limits=2, user_api="blas"):
+        TabularClassifier(**{**SMALL, "max_iter": 2}).fit(X, labels(signal))
+        after = max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+    assert seen and set(seen) == {1}  # small products: OpenBLAS's threads collapse under load
+    assert after == 2  # the user's setting is back after the fit
