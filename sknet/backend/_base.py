@@ -16,6 +16,7 @@ from sknet.backend._activations import ACTIVATIONS
 from sknet.backend._recurrent_kernels import RecurrentKernels
 from sknet.backend._sequence_kernels import SequenceKernels
 from sknet.backend._streaming import RowStream
+from sknet.backend._tabular_kernels import TabularKernels
 
 
 def conv_outsize(size, k, stride, pad):
@@ -23,7 +24,7 @@ def conv_outsize(size, k, stride, pad):
     return (size + 2 * pad - k) // stride + 1
 
 
-class Backend(SequenceKernels, RecurrentKernels):
+class Backend(SequenceKernels, RecurrentKernels, TabularKernels):
     """Where arrays live and how the few backend-specific kernels run.
 
     Parameters
@@ -108,15 +109,6 @@ class Backend(SequenceKernels, RecurrentKernels):
     def random_generator(self, seed):
         """A random generator on this backend, seeded from the host."""
         return self.xp.random.default_rng(seed)
-
-    def mask_draws(self, generator, shape, dtype):
-        """Random draws for a dropout mask: a draw ``u`` is kept at rate ``r`` where
-        ``u >= keep_from(r)`` (uniforms in [0, 1) of ``dtype`` here)."""
-        return generator.random(shape, dtype=dtype)
-
-    def keep_from(self, rate, dtype):
-        """The smallest kept draw of :meth:`mask_draws` at dropout rate ``rate``."""
-        return self.xp.asarray(rate, dtype=dtype)
 
     # -- kernels ----------------------------------------------------------
     def matmul(self, A, B, out=None):

@@ -27,6 +27,7 @@ from sknet.backend._cpu_sequence_kernels import (
     softmax_kernels,
     window_kernels,
 )
+from sknet.backend._cpu_tabular_kernels import tabular_kernels
 
 KERNELS = None
 
@@ -54,6 +55,7 @@ def _compile(cache=True):
         layer_norm_kernels,
         softmax_kernels,
         window_kernels,
+        tabular_kernels,
     ):
         kernels.update(build(jit, reduce_jit))
     return kernels

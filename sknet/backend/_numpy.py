@@ -13,6 +13,7 @@ from sknet.backend._numpy_conv import NumpyConvolutions
 from sknet.backend._numpy_sequence import NumpySequenceKernels
 
 _NO_MASK = np.ones(0, dtype=bool)
+_NO_INSIDE = np.ones((1, 1, 1), dtype=bool)  # a kernel's unused output
 
 
 def _contiguous(*arrays, ndim=1):
@@ -197,13 +198,32 @@ class NumpyBackend(NumpySequenceKernels, NumpyConvolutions, Backend):
         return out
 
     # -- dense layers: bias, ReLU and their gradients in one pass
-    def mask_draws(self, generator, shape, dtype):
-        # 16-bit integers: draws in half the time of float32 uniforms (a dropout layer's
-        # draws are a tenth of a tabular batch's time), the rate kept to 1/65536.
-        return generator.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+    def piecewise_linear(self, X, left, inv_width, low, high, inside=None):
+        tables = (left, inv_width, low, high)
+        if self.kernels is None or not _contiguous(X, ndim=2) or not _contiguous(*tables, ndim=2):
+            return super().piecewise_linear(X, left, inv_width, low, high, inside)
+        n, F = X.shape
+        fits = all(t.shape == left.shape and t.dtype == X.dtype for t in tables)
+        fits = fits and left.shape[0] == F and (inside is None or inside.shape == (n, *left.shape))
+        require("piecewise_linear", fits, X, *tables)
+        V = np.empty((n, *left.shape), dtype=X.dtype)
+        mask = _NO_INSIDE if inside is None else inside
+        self.kernels["piecewise_linear"](
+            X, left, inv_width, low, high, V, mask, inside is not None
+        )
+        return V
 
-    def keep_from(self, rate, dtype):
-        return np.uint16(min(round(float(rate) * (1 << 16)), (1 << 16) - 1))
+    def scale_and_sum(self, dZ, U, s, total):
+        if (
+            self.kernels is None
+            or not _contiguous(dZ, U, ndim=3)
+            or not _contiguous(s, total, ndim=2)
+        ):
+            return super().scale_and_sum(dZ, U, s, total)
+        fits = dZ.shape == U.shape and s.shape == total.shape == dZ.shape[1:]
+        require("scale_and_sum", fits and dZ.dtype == U.dtype == s.dtype == total.dtype, dZ, U, s)
+        self.kernels["scale_and_sum"](dZ, U, s, total)
+        return dZ
 
     def bias_activation(self, Z, bias, activation):
         if (

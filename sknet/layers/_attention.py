@@ -19,6 +19,7 @@ import numpy as np
 
 from sknet.layers._base import Layer
 from sknet.layers._constraints import POSITIVE_INT, TRAINING_CONSTRAINTS, Number
+from sknet.layers._dropout import dropout_factor  # noqa: F401 (the sequence layers read it here)
 from sknet.layers._steps import (
     check_sequence_shape,
     padded_as_zeros,
@@ -86,17 +87,6 @@ class RandomDraws:
         super().__setstate__(state)
         if "_seed" in state:
             self._generator = None
-
-
-def dropout_factor(rate):
-    """``(threshold, scale)`` of inverted dropout on 16-bit draws (``Backend.dropout_apply``).
-
-    A draw is dropped below ``round(rate * 65536)``: the rate ``r`` applied is
-    ``rate`` to the nearest 1/65536, and the kept values are scaled by that
-    ``r``'s ``1 / (1 - r)``, so the expectation is unchanged.
-    """
-    threshold = int(round(rate * 65536))
-    return threshold, 65536.0 / (65536 - threshold)
 
 
 def check_rate(rate, name="dropout"):

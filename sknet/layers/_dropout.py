@@ -6,10 +6,23 @@ from sknet.layers._base import Layer
 from sknet.layers._constraints import TRAINING_CONSTRAINTS, Number
 
 
+def dropout_factor(rate):
+    """``(threshold, scale)`` of inverted dropout on 16-bit draws (``Backend.dropout_apply``).
+
+    A draw is dropped below ``round(rate * 65536)``: the rate ``r`` applied is
+    ``rate`` to the nearest 1/65536, and the kept values are scaled by that
+    ``r``'s ``1 / (1 - r)``, so the expectation is unchanged.
+    """
+    threshold = int(round(rate * 65536))
+    return threshold, 65536.0 / (65536 - threshold)
+
+
 class Dropout(Layer):
     """Randomly zero a fraction ``rate`` of the inputs while training.
 
-    Kept inputs are scaled by ``1 / (1 - rate)`` ("inverted" dropout), so the
+    Kept inputs are scaled by ``1 / (1 - rate)`` ("inverted" dropout; the
+    rate applied is ``rate`` to the nearest 1/65536, the draws being 16-bit
+    integers, and the scale is that rate's, so the expectation is exact), so the
     layer is the identity at prediction time. Masks are drawn on the backend
     from a generator seeded by the estimator's ``random_state``.
 
@@ -56,23 +69,21 @@ class Dropout(Layer):
     def forward(self, X, *, training):
         if not training or self.rate == 0:
             return X
-        xp = self.xp
         u = self.__dict__.pop("_draws", None)  # this copy's rows of a split batch
         if u is None:
             u = self._uniform(X.shape)
-        mask = self._buffer("mask", X.shape)
-        xp.greater_equal(u, self.backend_.keep_from(self.rate, self.dtype_), out=mask)
-        mask *= 1.0 / (1.0 - self.rate)
-        Y = self._buffer("Y", X.shape)
-        xp.multiply(X, mask, out=Y)
-        self._cache = {"mask": mask}
+        threshold, scale = dropout_factor(self.rate)
+        Y = self.backend_.dropout_apply(X, u, threshold, scale, self._buffer("Y", X.shape))
+        self._cache = {"draws": u}
         return Y
 
     def _uniform(self, shape):
+        """The draws of a batch of ``shape``: uniform 16-bit integers (``random_bits``),
+        half the time of float uniforms; a draw below ``round(rate * 65536)`` drops."""
         if self._generator is None:
             seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
             self._generator = self.backend_.random_generator(int(seed))
-        return self.backend_.mask_draws(self._generator, shape, self.dtype_)
+        return self.backend_.random_bits(self._generator, shape)
 
     def split_draws(self, copies, bounds):
         # the whole batch's numbers, from this layer's stream: masks independent of the split
@@ -85,8 +96,8 @@ class Dropout(Layer):
     def backward(self, dY):
         if self.rate == 0:
             return dY
-        dY *= self._cache["mask"]
-        return dY
+        threshold, scale = dropout_factor(self.rate)
+        return self.backend_.dropout_apply(dY, self._cache["draws"], threshold, scale, dY)
 
     def reseed(self, offset):
         self._offset = int(offset)

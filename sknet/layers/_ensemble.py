@@ -302,19 +302,23 @@ class EnsembleDense(Layer):
             act = "identity"
         db = self.grads["b"].reshape(-1) if train else None
         dZ = backend.bias_activation_grad(dY, cache["Y"], act, db).reshape(n, k, units)
-        if train:
-            self.grads["s"][...] = (dZ * cache["U"].reshape(n, k, units)).sum(axis=0)
-        dZ *= self.params["s"]  # now the gradient of U
+        if train:  # s's gradient, and dZ becomes the gradient of U
+            backend.scale_and_sum(
+                dZ, cache["U"].reshape(n, k, units), self.params["s"], self.grads["s"]
+            )
+        else:
+            dZ *= self.params["s"]
         dU = dZ.reshape(n * k, units)
         if train:
             backend.matmul(cache["Xr"].reshape(n * k, d).T, dU, out=self.grads["W"])
         if self.skip_input_grad and not train:
             return None
         dXr = (dU @ self.params["W"].T).reshape(n, k, d)
-        if train:
-            self.grads["r"][...] = (dXr * cache["X"]).sum(axis=0)
         if self.skip_input_grad:
+            self.grads["r"][...] = (dXr * cache["X"]).sum(axis=0)
             return None
+        if train:  # r's gradient, and dXr becomes the gradient of X
+            return backend.scale_and_sum(dXr, cache["X"], self.params["r"], self.grads["r"])
         dXr *= self.params["r"]
         return dXr
 

@@ -290,14 +290,13 @@ class PiecewiseLinearEncoding(_FeatureLinear, Layer):
 
     def encode(self, X, training=False):
         """The encoding of rows ``X``, shape ``(n, n_features, max_bins)`` (padding 0)."""
-        a, xp = self._arrays, self.xp
-        raw = X[:, :, None] - a["left"]
-        raw *= a["inv_width"]
+        a = self._arrays
+        inside = None
         if training and not self.skip_input_grad:
-            self._cache["inside"] = (raw > a["low"]) & (raw < a["high"])
-        xp.maximum(raw, a["low"], out=raw)
-        xp.minimum(raw, a["high"], out=raw)
-        return raw
+            inside = self._cache["inside"] = self.xp.empty(X.shape + a["left"].shape[1:], bool)
+        return self.backend_.piecewise_linear(
+            X, a["left"], a["inv_width"], a["low"], a["high"], inside
+        )
 
     def forward(self, X, *, training):
         V = self.encode(X, training)

@@ -90,6 +90,43 @@ def test_fused_updates_agree_with_the_numpy_code(dtype):
     assert_allclose(y, expected, rtol=rtol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_tabular_kernels_compute_what_the_numpy_code_computes(dtype):
+    fused, plain = NumpyBackend(), GenericBackend()
+    if fused.kernels is None:
+        pytest.skip("numba is not installed: no compiled kernel to compare")
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((37, 5)).astype(dtype)
+    X[3, 2] = np.nan  # a missing value the encoding passes through, as NumPy does
+    left = np.sort(rng.standard_normal((5, 4)), axis=1).astype(dtype)
+    inv_width = rng.random_sample((5, 4)).astype(dtype) + 0.5
+    low = np.zeros((5, 4), dtype)
+    low[:, 0] = -np.inf  # the first bin is open below, the last above
+    high = np.ones((5, 4), dtype)
+    high[:, -1] = np.inf
+    masks = [np.empty((37, 5, 4), bool) for _ in range(2)]
+    V_fused = fused.piecewise_linear(X, left, inv_width, low, high, masks[0])
+    V_plain = plain.piecewise_linear(X, left, inv_width, low, high, masks[1])
+    np.testing.assert_array_equal(V_fused, V_plain)  # the same operations: bit for bit
+    np.testing.assert_array_equal(*masks)
+    assert 0 < masks[0].mean() < 1
+    np.testing.assert_array_equal(fused.piecewise_linear(X, left, inv_width, low, high), V_plain)
+
+    dZ, U = (rng.standard_normal((37, 3, 6)).astype(dtype) for _ in range(2))
+    s = rng.standard_normal((3, 6)).astype(dtype)
+    totals = [np.empty((3, 6), dtype) for _ in range(2)]
+    a, b = dZ.copy(), dZ.copy()
+    assert fused.scale_and_sum(a, U, s, totals[0]) is a
+    plain.scale_and_sum(b, U, s, totals[1])
+    np.testing.assert_array_equal(a, b)
+    assert_allclose(totals[0], totals[1], rtol=1e-6 if dtype == np.float32 else 1e-14)
+    assert_allclose(totals[0], (dZ.astype(np.float64) * U).sum(0), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="scale_and_sum"):
+        fused.scale_and_sum(a, U[:, :2].copy(), s, totals[0])
+    with pytest.raises(ValueError, match="piecewise_linear"):
+        fused.piecewise_linear(X, left[:4].copy(), inv_width, low, high)
+
+
 def test_non_flat_arrays_take_the_numpy_code():
     backend = NumpyBackend()
     P = np.ones((3, 4))

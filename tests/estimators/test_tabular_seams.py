@@ -208,6 +208,8 @@ def test_a_batch_split_over_threads_has_the_whole_batch_loss_and_gradient(
     def fit(threads):
         monkeypatch.setattr(sharding, "cpu_threads", lambda: threads)
         monkeypatch.setattr(sharding, "MIN_SHARD_WORK", 0)  # a tiny network splits too
+        # a tabular fit runs its batches on one thread; the split path is the engine's
+        monkeypatch.setattr(TabularClassifier, "_single_threaded_batches", False)
         params = float64(n_members=3, dropout=0.2, early_stopping=False, batch_size=200)
         model = TabularClassifier(**{**params, "max_iter": 3}).fit(X, y)
         records = list(batch_gradients)
