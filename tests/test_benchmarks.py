@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +185,33 @@ def test_bench_tabular_quick_run_reports_every_goal(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "never clearly behind HistGradientBoosting" in printed
     assert "| fit time, total |" in printed and "GFLOP/s" in printed
+
+
+def test_bench_tabular_stops_a_capped_peer_at_its_cap(monkeypatch, capsys):
+    """pytabkit's peers run in a child process stopped at --cap seconds; a table where a
+    fit runs over reports the cap, and the others their scores."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("threadpoolctl")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tabular.py"
+    spec = importlib.util.spec_from_file_location("bench_tabular", path)
+    bench_tabular = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_tabular)
+    fit_peer = bench_tabular.fit_peer
+
+    def slow_on_wine(peer, task, seed, X_train, *args):
+        if len(X_train) < 150:  # the wine table (178 rows): a fit that would not end in time
+            time.sleep(120)
+        return fit_peer(peer, task, seed, X_train, *args)
+
+    monkeypatch.setattr(bench_tabular, "fit_peer", slow_on_wine)
+    monkeypatch.setattr(bench_tabular, "CAPPED", ("sklearn_mlp",))  # in pytabkit's place
+    start = time.perf_counter()
+    report = bench_tabular.main(["--quick", "--peers", "sklearn_mlp", "--cap", "10"])
+    assert time.perf_counter() - start < 100  # stopped, not waited for
+    tables = report["tables"]
+    assert tables["wine"]["peers"]["sklearn_mlp"] == {"over_cap_s": 10.0}
+    for name in ("diabetes", "breast_cancer"):
+        measured = tables[name]["peers"]["sklearn_mlp"]
+        assert np.isfinite(measured["score_mean"]) and measured["fit_s"] > 0
+    printed = capsys.readouterr().out
+    assert "over the cap" in printed and "over 10 s" in printed

@@ -65,6 +65,19 @@ def _estimator_has(name):
 class _LocalModel:
     """What a fitted DataParallel answers: its local model's, in this process."""
 
+    def __getattr__(self, name):
+        # A fitted attribute of the model (history_, n_iter_, loss_curve_, best_loss_,
+        # layers_, ...) reads on the DataParallel itself, always the model's current one.
+        # Only called for names not found otherwise: parameters and DataParallel's own
+        # attributes come first; __dict__ is read directly (unpickling calls this early).
+        fitted = self.__dict__.get("estimator_")
+        if name.endswith("_") and not name.startswith("_") and fitted is not None:
+            try:
+                return getattr(fitted, name)
+            except AttributeError:
+                pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def to_local(self):
         """The fitted sknet estimator (``estimator_``): no Dask needed to use it.
 
@@ -214,7 +227,9 @@ class DataParallel(_LocalModel, MetaEstimatorMixin, BaseEstimator):
     estimator_ : sknet estimator
         The fitted model: an ordinary sknet estimator that pickles, predicts
         and loads without Dask (also returned by :meth:`to_local`). It lives
-        on the driver's CPU.
+        on the driver's CPU. Its fitted attributes read on the DataParallel
+        itself: ``model.history_``, ``model.n_iter_``, ``model.loss_curve_``,
+        ``model.best_loss_``, ``model.layers_`` are ``model.estimator_``'s.
     classes_ : ndarray of shape (n_classes,)
         The classes (classifiers only).
     n_features_in_ : int
@@ -389,8 +404,9 @@ of shape (n_samples, n_features)
         if not warm:  # partial_fit continues estimator_ if there is one
             return previous if previous is not None else clone(self.estimator)
         if self.estimator.warm_start:
-            if previous is not None:
-                return previous
+            if previous is not None:  # continued under the settings given now, as fit does
+                params = self.estimator.get_params(deep=False)
+                return previous.set_params(**{k: clone(v, safe=False) for k, v in params.items()})
             if self.estimator.__sklearn_is_fitted__():
                 return copy.deepcopy(self.estimator)
         return clone(self.estimator)

@@ -368,6 +368,33 @@ def test_the_fitted_model_pickles_and_predicts_without_dask(client, digits, tmp_
     assert out.stdout.strip() == "(2,)"
 
 
+def test_the_fitted_attributes_read_on_the_data_parallel_itself(client, digits):
+    X, y = digits
+    parallel = DataParallel(mlp(early_stopping=True, max_iter=3))
+    assert not hasattr(parallel, "history_") and not hasattr(parallel, "n_iter_")
+    parallel.fit(X, y)
+    model = parallel.estimator_
+    assert parallel.n_iter_ == model.n_iter_ == 3
+    assert parallel.history_ is model.history_ and len(parallel.history_) == 3
+    assert parallel.loss_curve_ == model.loss_curve_ and len(parallel.loss_curve_) == 3
+    assert parallel.best_validation_score_ == model.best_validation_score_
+    assert parallel.layers_ is model.layers_
+    np.testing.assert_array_equal(parallel.classes_, model.classes_)
+    # DataParallel's own come first; a name the model lacks is DataParallel's error
+    assert parallel.workers_ and parallel.estimator is not model
+    with pytest.raises(AttributeError, match="'DataParallel' object has no attribute 'nope_'"):
+        getattr(parallel, "nope_")  # noqa: B009
+    with pytest.raises(AttributeError, match="_private"):
+        getattr(parallel, "_private")  # noqa: B009 (private names are not delegated)
+    parallel.set_params(estimator__early_stopping=False, estimator__warm_start=True)
+    parallel.set_params(estimator__max_iter=2).fit(X, y)  # always the model's current values
+    assert parallel.estimator_.max_iter == 2 and not parallel.estimator_.early_stopping
+    assert parallel.n_iter_ == parallel.estimator_.n_iter_ == 2  # per fit, as in sklearn
+    assert len(parallel.history_) == 5
+    clone_of = pickle.loads(pickle.dumps(parallel))
+    assert clone_of.n_iter_ == 2 and clone_of.history_ == parallel.history_
+
+
 def test_import_sknet_needs_no_dask():
     code = (
         "import sys\n"

@@ -190,7 +190,7 @@ def test_dropout_masks_differ_across_partial_fit_calls(data, monkeypatch):
     def recording_forward(self, X, *, training):
         out = forward(self, X, training=training)
         if training and record["first"]:
-            masks.append(np.array(self._cache["mask"], copy=True))
+            masks.append(np.array(self._cache["draws"], copy=True))
             record["first"] = False
         return out
 
