@@ -471,7 +471,9 @@ def measure_within(cap, *args):
     process.start()
     send.close()
     row = receive.recv() if receive.poll(cap) else None
-    process.kill() if row is None else process.join()
+    if row is None:
+        process.kill()
+    process.join()
     return row
 
 
