@@ -138,6 +138,22 @@ def test_a_failed_fit_leaves_a_failed_run_without_a_model(store):
         check_is_fitted(clf)
 
 
+class FailsToBegin(Callback):
+    def on_train_begin(self, state):
+        raise RuntimeError("a callback failed to begin")
+
+
+def test_a_callback_failing_to_begin_ends_the_run_begun_before_it(store):
+    uri, client = store
+    X, y = data()
+    clf = mlp([MLflowLogger(tracking_uri=uri, experiment_name="sknet"), FailsToBegin()])
+    with pytest.raises(RuntimeError, match="failed to begin"):
+        clf.fit(X, y)
+    (run,) = runs(client)
+    assert run.info.status == "FAILED"  # not RUNNING forever
+    assert not client.get_metric_history(run.info.run_id, "train_loss")
+
+
 def test_a_fit_inside_an_except_block_still_finishes(store):
     # sys.exc_info() holds the handled exception around fit: that is not the fit's failure.
     uri, client = store
