@@ -218,3 +218,16 @@ def test_bench_tabular_stops_a_capped_peer_at_its_cap(monkeypatch, capsys, tmp_p
         assert np.isfinite(measured["score_mean"]) and measured["fit_s"] > 0
     printed = capsys.readouterr().out
     assert "over the cap" in printed and "over 10 s" in printed
+
+
+def test_bench_group_by_length_quick_run_reports_both_networks(capsys):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_group_by_length.py"
+    spec = importlib.util.spec_from_file_location("bench_group_by_length", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    results = bench.main(["--quick", "--steps", "64"])
+    assert set(results) == {"transformer", "Conv1D"}
+    for rows in results.values():
+        for row in rows.values():
+            assert row["fit_s"] > 0 and row["epochs"] >= 1 and 0 <= row["accuracy"] <= 1
+    assert "an epoch grouped by length" in capsys.readouterr().out

@@ -493,6 +493,11 @@ def _check_sknet_estimator(estimator):
             f"DataParallel needs solver='adam', 'adamw' or 'sgd' (mini-batches to run on "
             f"the workers; L-BFGS steps on the whole data), got solver={estimator.solver!r}"
         )
+    if getattr(estimator, "group_by_length", False):
+        raise ValueError(
+            "DataParallel runs every batch at the fitted number of steps (each worker "
+            "takes its rows of a batch): set group_by_length=False on the estimator"
+        )
 
 
 def _get_client(client, distributed):

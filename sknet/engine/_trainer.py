@@ -23,8 +23,10 @@ import warnings
 
 import numpy as np
 
+from sknet.engine._batches import BatchRows
 from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
+from sknet.engine._lengths import NetworksByWidth, cut_steps
 from sknet.engine._network import checked_output
 from sknet.engine._sharding import RowShards, plan_shards, single_threaded_blas
 from sknet.engine._types import BackendData, Diverged, StopTraining, StreamedData
@@ -77,10 +79,21 @@ class Trainer:
         Run the batches on one thread: a small network's products, some hundreds
         of rows with Python between them, gain 1.4x from OpenBLAS's second thread
         on an idle machine and lose 4x when another process keeps a core busy.
+    lengths : ndarray of int or None, default=None
+        Each data row's number of steps: batches grouped by length, each cut
+        to its longest sequence (:mod:`~sknet.engine._lengths`).
     """
 
     def __init__(
-        self, network, loss, *, alpha=0.0, clip_norm=None, callbacks=(), single_threaded=False
+        self,
+        network,
+        loss,
+        *,
+        alpha=0.0,
+        clip_norm=None,
+        callbacks=(),
+        single_threaded=False,
+        lengths=None,
     ):
         self.network = network
         self.loss = loss
@@ -88,8 +101,9 @@ class Trainer:
         self.clip_norm = clip_norm
         self.callbacks = list(callbacks)
         self.single_threaded = single_threaded
+        self.lengths = lengths
         self.state = None
-        self._x_buffer = None
+        self._rows = BatchRows(self.network.backend)
         self._shards = None  # RowShards, made on the first batch split over threads
         self._active_shards = None  # the same, while split batches run
         self._lay_out_parameters()
@@ -105,6 +119,7 @@ class Trainer:
         # Copies of the network follow the new layout: made again for the next
         # split batches (whole batches until then, if this happens mid-epoch).
         self._shards = self._active_shards = None
+        self._widths = None if self.lengths is None else NetworksByWidth(self.network)
 
     # -- one batch ----------------------------------------------------------
     @contextlib.contextmanager
@@ -131,35 +146,21 @@ class Trainer:
             finally:
                 self._active_shards = None
 
-    def loss_and_gradients(self, X, Y, sample_weight, sw_sum):
-        """Forward, loss, backward and L2 for one batch; the loss stays on the device."""
+    def loss_and_gradients(self, X, Y, sample_weight, sw_sum, network=None):
+        """Forward, loss, backward and L2 for one batch; the loss stays on the device.
+
+        ``network``: a copy of the network for fewer steps (its batches run whole)."""
         shards = self._active_shards
-        if shards is not None and shards.usable(X.shape[0]):
+        if network is None and shards is not None and shards.usable(X.shape[0]):
             loss = shards.loss_and_gradients(X, Y, sample_weight, sw_sum)
         else:
-            Z = self.network.forward(X, training=True)
+            network = self.network if network is None else network
+            Z = network.forward(X, training=True)
             loss, dZ = self.loss(Z, Y, sample_weight, sw_sum)
-            self.network.backward(dZ)
+            network.backward(dZ)
         if self.alpha > 0:
             loss = self.parameters.add_penalty(loss, self.alpha, sw_sum)
         return loss
-
-    def _batch(self, data, order, start, stop):
-        if order is None:
-            w = None if data.w is None else data.w[start:stop]
-            return data.X[start:stop], data.Y[start:stop], w
-        backend, xp, idx = self.backend, self.backend.xp, order[start:stop]
-        X = backend.take_rows(data.X, idx, out=self._rows_buffer(data.X, stop - start))
-        w = None if data.w is None else xp.take(data.w, idx)
-        return X, xp.take(data.Y, idx, axis=0), w
-
-    def _rows_buffer(self, X, n_rows):
-        if self.backend.is_sparse(X):
-            return None
-        buf = self._x_buffer
-        if buf is None or buf.shape[0] < n_rows or buf.shape[1:] != X.shape[1:]:
-            buf = self._x_buffer = self.backend.xp.empty((n_rows,) + X.shape[1:], X.dtype)
-        return buf[:n_rows]
 
     def run_batches(
         self,
@@ -172,6 +173,7 @@ class Trainer:
         on_batch=None,
         n_batches=None,
         total=None,
+        steps=None,
     ):
         """Train on consecutive batches of the rows in ``order`` (all rows if None).
 
@@ -192,6 +194,8 @@ class Trainer:
             Stop after this many batches.
         total : 0-d backend array, default=None
             A running sum to add the losses to (zero if None).
+        steps : list of int, default=None
+            The steps each batch runs at (grouped by length; None: all).
 
         Returns
         -------
@@ -200,11 +204,11 @@ class Trainer:
         """
         with self.split_batches(batch_size):
             return self._run_batches(
-                data, optimizer, batch_size, order, sw_sums, on_batch, n_batches, total
+                data, optimizer, batch_size, order, sw_sums, on_batch, n_batches, total, steps
             )
 
     def _run_batches(
-        self, data, optimizer, batch_size, order, sw_sums, on_batch, n_batches, total
+        self, data, optimizer, batch_size, order, sw_sums, on_batch, n_batches, total, steps
     ):
         xp = self.backend.xp
         n = data.X.shape[0] if order is None else order.shape[0]
@@ -217,9 +221,12 @@ class Trainer:
             stop = min(start + batch_size, n)
             if sw_sums is not None and sw_sums[i] == 0:
                 continue  # nothing to learn from a batch of zero weight
-            X, Y, w = self._batch(data, order, start, stop)
+            cut = None if steps is None or steps[i] == self._widths.steps else steps[i]
+            X = data.X if cut is None else cut_steps(data.X, cut, self._widths.per_step)
+            X, Y, w = self._rows.take(data, X, order, start, stop)
             sw_sum = (stop - start) if sw_sums is None else float(sw_sums[i])
-            loss = self.loss_and_gradients(X, Y, w, sw_sum)
+            network = None if cut is None else self._widths.at(cut)
+            loss = self.loss_and_gradients(X, Y, w, sw_sum, network)
             if i == 0:
                 parameters.check_grad_views()
             if self.clip_norm is not None:
@@ -326,6 +333,10 @@ class Trainer:
                     sample_idx = sample_idx[perm]
                 rows = sample_idx if train_rows is None else train_rows[sample_idx]
                 ordered = shuffle or train_rows is not None
+                steps = None
+                if self.lengths is not None and runner is None:  # grouped by length
+                    rows, steps = self._widths.epoch(rows, self.lengths, batch_size, rng, shuffle)
+                    ordered = True
                 sw_sums = None
                 if sample_weight is not None and runner is None:
                     sw_sums = np.add.reduceat(sample_weight[rows], starts)
@@ -336,11 +347,11 @@ class Trainer:
                 )
                 if runner is not None:  # elsewhere (sknet.distributed)
                     total = runner(self, data, optimizer, rows=rows, w=sample_weight, **batches)
-                elif isinstance(data, StreamedData):
+                elif isinstance(data, StreamedData):  # at the fitted width
                     total = self.run_streamed(data, optimizer, rows, **batches)
                 else:
                     order = self.backend.asarray(rows) if ordered else None
-                    total = self.run_batches(data, optimizer, order=order, **batches)
+                    total = self.run_batches(data, optimizer, order=order, steps=steps, **batches)
                 loss = float(total) / n_train  # the epoch's one read-back
                 if self.end_epoch(state.epoch, loss, evaluate, started):
                     break

@@ -208,6 +208,21 @@ def _default_text(value):
     return repr(value).replace("e-0", "e-")
 
 
+GROUP_BY_LENGTH_DOC = """\
+    group_by_length : bool, default=False
+        With ``padding_value``: each epoch's shuffled batches are grouped by
+        sequence length (each pool of 50 batches sorted, longest first, the
+        batches then shuffled) and each runs cut to the fewest steps that hold
+        its longest sequence (the fitted width halved, as often as it holds,
+        down to 8), on copies of the network sharing its weights; refused by
+        ``DataParallel``. The padding is masked, so a batch's loss
+        and gradient are the ones at the full width; what changes is which
+        sequences share a batch. Saves the time the padding takes when the
+        lengths differ widely (see :doc:`/user_guide/text`); needs a network
+        whose weights do not depend on the number of steps. Data streamed from
+        the host trains at the fitted width.
+"""
+
 CLASSIFIER_LOSS_DOC = """
     loss : {'log_loss', 'focal'} or Loss, default=${loss}
         The loss to minimize: the log-loss (scikit-learn's), ``'focal'``

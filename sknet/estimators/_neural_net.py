@@ -23,6 +23,7 @@ from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
+    GROUP_BY_LENGTH_DOC,
     REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
     fill_doc,
@@ -33,7 +34,8 @@ from sknet.estimators._sequence_input import SequenceInputMixin, StepGroups
 from sknet.layers import Dense, Embedding, EnsembleHead, Flatten
 from sknet.layers._ensemble import ensemble_size
 
-NETWORK_PARAMETERS_DOC = """
+NETWORK_PARAMETERS_DOC = (
+    """
     layers : list of Layer, default=None
         The network, first layer to last: any :mod:`sknet.layers` (containers
         and your own included), e.g. ``[Conv2D(32, 3), MaxPool2D(2),
@@ -61,10 +63,14 @@ NETWORK_PARAMETERS_DOC = """
         the fitted one; longer sequences run at a wider width where the
         network's weights allow it): see :doc:`/user_guide/text`.
 
+"""
+    + GROUP_BY_LENGTH_DOC
+    + """
     clip_norm : float or None, default=None
         Rescale each batch's gradient to at most this L2 norm (on the device,
         no synchronisation); ``None`` disables clipping.
 """
+)
 
 _INPUT_SHAPE_ATTRIBUTE_DOC = """
     input_shape_ : tuple of int
@@ -87,6 +93,7 @@ class _NeuralNet(SequenceInputMixin, LayerListMixin, BaseNeuralNetwork):
         "input_shape": [tuple, list, None],
         # finite: NaN never equals a step's features (and X with NaN is refused)
         "padding_value": [Interval(Real, None, None, closed="neither"), None],
+        "group_by_length": ["boolean"],
         "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
     }
     _network_parameters = ("layers", "input_shape", "padding_value")
@@ -109,6 +116,11 @@ class _NeuralNet(SequenceInputMixin, LayerListMixin, BaseNeuralNetwork):
     def _check_params(self):
         if getattr(self, "input_shape", None) is not None:
             self._sample_shape(self.input_shape, "input_shape")
+        if getattr(self, "group_by_length", False) and self._padding_value() is None:
+            raise ValueError(
+                "group_by_length=True groups sequences by their length up to the padding: "
+                "set padding_value (the value padded steps hold, 0 for token ids)"
+            )
         self._check_layer_list()
 
     # -- samples -------------------------------------------------------------------
@@ -302,6 +314,7 @@ class NeuralNetClassifier(NetworkClassifierMixin, _NeuralNet):
         *,
         input_shape=None,
         padding_value=None,
+        group_by_length=False,
         clip_norm=None,
         solver="adam",
         alpha=0.0001,
@@ -337,6 +350,7 @@ class NeuralNetClassifier(NetworkClassifierMixin, _NeuralNet):
         self.layers = layers
         self.input_shape = input_shape
         self.padding_value = padding_value
+        self.group_by_length = group_by_length
         self.clip_norm = clip_norm
         self.solver = solver
         self.alpha = alpha
@@ -415,6 +429,7 @@ class NeuralNetRegressor(NetworkRegressorMixin, _NeuralNet):
         loss="squared_error",
         input_shape=None,
         padding_value=None,
+        group_by_length=False,
         clip_norm=None,
         solver="adam",
         alpha=0.0001,
@@ -448,6 +463,7 @@ class NeuralNetRegressor(NetworkRegressorMixin, _NeuralNet):
         self.loss = loss
         self.input_shape = input_shape
         self.padding_value = padding_value
+        self.group_by_length = group_by_length
         self.clip_norm = clip_norm
         self.solver = solver
         self.alpha = alpha

@@ -16,6 +16,7 @@ from sknet.estimators._docs import (
     CLASS_WEIGHT_DOC,
     CLASSIFIER_LOSS_DOC,
     FITTED_ATTRIBUTES_DOC,
+    GROUP_BY_LENGTH_DOC,
     REGRESSOR_LOSS_DOC,
     TRAINING_PARAMETERS_DOC,
     fill_doc,
@@ -27,7 +28,8 @@ from sknet.layers import GRU, LSTM, Dense, Dropout, SimpleRNN
 
 CELLS = {"lstm": LSTM, "gru": GRU, "rnn": SimpleRNN}
 
-_RNN_PARAMETERS_DOC = """
+_RNN_PARAMETERS_DOC = (
+    """
     cell : {'lstm', 'gru', 'rnn'}, default='lstm'
         The recurrent layer: :class:`~sknet.layers.LSTM`,
         :class:`~sknet.layers.GRU` or :class:`~sknet.layers.SimpleRNN`.
@@ -70,10 +72,14 @@ _RNN_PARAMETERS_DOC = """
         longer than in ``fit``: the recurrent layers run at that width): see
         :doc:`/user_guide/text`.
 
+"""
+    + GROUP_BY_LENGTH_DOC
+    + """
     clip_norm : float or None, default=5.0
         Rescale each batch's gradient to at most this L2 norm (on the device,
         no synchronisation); ``None`` disables clipping.
 """
+)
 
 _RNN_ATTRIBUTES_DOC = """
     input_shape_ : tuple of int
@@ -214,6 +220,7 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
         layers=None,
         input_shape=None,
         padding_value=None,
+        group_by_length=False,
         clip_norm=5.0,
         solver="adam",
         alpha=0.0001,
@@ -255,6 +262,7 @@ class RNNClassifier(_RNNPreset, NeuralNetClassifier):
         self.layers = layers
         self.input_shape = input_shape
         self.padding_value = padding_value
+        self.group_by_length = group_by_length
         self.clip_norm = clip_norm
         self.solver = solver
         self.alpha = alpha
@@ -338,6 +346,7 @@ class RNNRegressor(_RNNPreset, NeuralNetRegressor):
         layers=None,
         input_shape=None,
         padding_value=None,
+        group_by_length=False,
         clip_norm=5.0,
         solver="adam",
         alpha=0.0001,
@@ -377,6 +386,7 @@ class RNNRegressor(_RNNPreset, NeuralNetRegressor):
         self.layers = layers
         self.input_shape = input_shape
         self.padding_value = padding_value
+        self.group_by_length = group_by_length
         self.clip_norm = clip_norm
         self.solver = solver
         self.alpha = alpha

@@ -21,20 +21,19 @@ for samples that are sequences, token ids ``(steps,)`` or steps of features
   Training data (``partial_fit``, a warm start, a validation set) cannot be
   longer: the training network has the fitted width.
 
-The estimators' training runs every batch at the fitted width: the trainer
-(:mod:`sknet.engine._trainer`) runs one network of one input shape, so
-batches cut to their longest sequence would need the engine to run a network
-at several widths.
+Training runs every batch at the fitted width, unless ``group_by_length``
+groups the batches by length and cuts each to its longest sequence
+(:mod:`sknet.engine._lengths`); :meth:`SequenceInputMixin._step_lengths`
+gives the trainer each row's length.
 """
 
 import math
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.utils.validation import check_array
 
 from sknet.backend import get_array_module, is_device_array
-from sknet.engine._network import Network
+from sknet.engine._lengths import build_at_steps, sequence_lengths_of
 from sknet.engine._validation import check_finite, warn_non_finite_outputs
 from sknet.text._sequences import pad_sequences, sequence_lengths
 
@@ -115,6 +114,14 @@ class SequenceInputMixin:
             or self._takes_token_ids()
             or self._sample_noun == "sequences"
         )
+
+    def _step_lengths(self, X):
+        """Each training row's steps up to its last real one, for ``group_by_length``
+        (``None``: batches at the fitted width)."""
+        if not getattr(self, "group_by_length", False) or len(self.input_shape_) < 1:
+            return None
+        X = X.get() if is_device_array(X) else X  # once a fit, to the host
+        return sequence_lengths_of(self.network_, X)
 
     def _padded(self, X, name, reset):
         """A ragged list of sequences padded with ``padding_value``; ``X`` as is otherwise."""
@@ -226,16 +233,8 @@ class SequenceInputMixin:
         layer refuses the width, or has weights whose shape depends on it.
         """
         fitted = self.network_
-        shape = (steps,) + tuple(self.input_shape_[1:])
         try:
-            network = Network.build(
-                [clone(layer) for layer in fitted.layers],
-                shape,
-                backend=fitted.backend,
-                dtype=fitted.dtype,
-                rng=np.random.RandomState(0),
-                padding_value=fitted.padding_value,
-            )
+            network = build_at_steps(fitted, steps)
         except ValueError as exc:
             message = self._fixed_width_message(steps, f"building it failed: {exc}")
             raise ValueError(message) from exc

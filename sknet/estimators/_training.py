@@ -56,6 +56,7 @@ def train(
         clip_norm=getattr(est, "clip_norm", None),
         single_threaded=est._single_threaded_batches,
         callbacks=builtin_callbacks(est, incremental) + est.callbacks_,
+        lengths=est._step_lengths(X) if hasattr(est, "_step_lengths") else None,
     )
     if est.solver == "lbfgs":
         train_lbfgs(est, trainer, X, Y, sample_weight, validation)

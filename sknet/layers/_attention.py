@@ -53,14 +53,17 @@ class RandomDraws:
         split = self.__dict__.pop("_split", None)
         if split is not None:
             return split
-        shapes = self.draw_shapes()
-        if shapes and self._generator is None:
+        return {
+            name: self.backend_.random_bits(self._stream(), (n,) + shape)
+            for name, shape in self.draw_shapes().items()
+        }
+
+    def _stream(self):
+        """This layer's random generator (a network's copies draw from it too)."""
+        if self._generator is None:
             seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
             self._generator = self.backend_.random_generator(int(seed))
-        return {
-            name: self.backend_.random_bits(self._generator, (n,) + shape)
-            for name, shape in shapes.items()
-        }
+        return self._generator
 
     def split_draws(self, copies, bounds):
         whole = self.draws(bounds[-1])

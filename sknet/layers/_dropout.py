@@ -80,10 +80,14 @@ class Dropout(Layer):
     def _uniform(self, shape):
         """The draws of a batch of ``shape``: uniform 16-bit integers (``random_bits``),
         half the time of float uniforms; a draw below ``round(rate * 65536)`` drops."""
+        return self.backend_.random_bits(self._stream(), shape)
+
+    def _stream(self):
+        """This layer's random generator (a network's copies draw from it too)."""
         if self._generator is None:
             seed = np.random.SeedSequence([self._seed, self._offset]).generate_state(1)[0]
             self._generator = self.backend_.random_generator(int(seed))
-        return self.backend_.random_bits(self._generator, shape)
+        return self._generator
 
     def split_draws(self, copies, bounds):
         # the whole batch's numbers, from this layer's stream: masks independent of the split

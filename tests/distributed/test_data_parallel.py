@@ -416,13 +416,21 @@ def test_import_sknet_needs_no_dask():
     [
         ("ridge", {}, TypeError, "sknet estimators"),
         (None, {"solver": "lbfgs"}, ValueError, "solver='adam', 'adamw' or 'sgd'"),
+        ("grouped", {}, ValueError, "set group_by_length=False"),
     ],
 )
 def test_bad_estimators(client, digits, estimator, params, error, match):
     from sklearn.linear_model import Ridge
 
+    from sknet import NeuralNetClassifier
+    from sknet.layers import LSTM
+
     X, y = digits
     est = Ridge() if estimator == "ridge" else mlp(**params)
+    if estimator == "grouped":  # batches cut by length: not on the workers
+        est = NeuralNetClassifier(
+            layers=[LSTM(4)], input_shape=(8, 8), padding_value=0.0, group_by_length=True
+        )
     with pytest.raises(error, match=match):
         DataParallel(est).fit(X, y)
 
