@@ -58,14 +58,14 @@ def group_rows(rows, lengths, batch_size, rng=None):
 
 
 def batch_steps(rows, lengths, batch_size, steps):
-    """The steps each batch of ``rows`` runs at: ``steps`` halved while it holds the
-    batch's longest sequence (not below :data:`MIN_STEPS`)."""
+    """The steps each batch of ``rows`` runs at: ``steps`` halved (rounded up) while
+    that holds the batch's longest sequence, not below :data:`MIN_STEPS`."""
     widths = []
     for start in range(0, rows.shape[0], batch_size):
-        longest = int(lengths[rows[start : start + batch_size]].max())
+        longest = max(int(lengths[rows[start : start + batch_size]].max()), MIN_STEPS)
         width = steps
-        while width // 2 >= max(longest, MIN_STEPS) and width % 2 == 0:
-            width //= 2
+        while longest <= (width + 1) // 2 < width:
+            width = (width + 1) // 2
         widths.append(width)
     return widths
 

@@ -162,7 +162,10 @@ def test_batches_are_grouped_by_length_and_each_cut_to_hold_its_longest(monkeypa
     assert list(shuffled[390:]) == list(sorted_15[390:])  # the last, smaller batch stays last
     for width, start in zip(batch_steps(grouped, lengths, 16, STEPS), range(0, 400, 16)):
         longest = lengths[grouped[start : start + 16]].max()
-        assert width >= longest and (width == MIN_STEPS or width // 2 < max(longest, 8))
+        assert width >= longest and (width + 1) // 2 < max(longest, MIN_STEPS)
+    # an odd width halves too, rounded up: 95, 48, 24, 12
+    odd = np.array([3, 11, 20, 40, 90])
+    assert batch_steps(np.arange(5), odd, 1, 95) == [12, 12, 24, 48, 95]
 
 
 def test_a_grouped_fit_with_dropout_is_reproducible_and_draws_fresh_masks():
