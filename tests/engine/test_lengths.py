@@ -11,6 +11,7 @@ from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
 from sknet import NeuralNetClassifier, NeuralNetRegressor, RNNClassifier
+from sknet import autodiff as ad
 from sknet.engine import _lengths
 from sknet.engine._lengths import MIN_STEPS, POOL_BATCHES, batch_steps, group_rows
 from sknet.engine._trainer import Trainer
@@ -24,6 +25,7 @@ from sknet.layers import (
     Flatten,
     GlobalAvgPool1D,
     GlobalMaxPool1D,
+    Layer,
     Residual,
     Sequential,
     SinusoidalPositionEmbedding,
@@ -49,6 +51,23 @@ def token_sequences(n=120, longest=20, seed=0):
     return X, y, lengths
 
 
+class StepAffine(Layer):
+    """Forward-only (differentiated by sknet.autodiff): tanh(X W + b) at every step."""
+
+    def __init__(self, units=4):
+        self.units = units
+
+    def build(self, input_shape, *, backend, dtype, rng):
+        super().build(input_shape, backend=backend, dtype=dtype, rng=rng)
+        n = input_shape[-1]
+        self.add_param("W", rng.normal(0, n**-0.5, (n, self.units)))
+        self.add_param("b", rng.normal(0, 0.1, self.units))
+        return input_shape[:-1] + (self.units,)
+
+    def forward(self, X, *, training):
+        return ad.tanh(X @ self.params["W"] + self.params["b"]) * ad.sigmoid(X[..., :1])
+
+
 STACKS = {
     "conv": lambda: [
         Embedding(40, 6),
@@ -72,6 +91,7 @@ STACKS = {
         Residual([TimeDistributed(Dense(6, activation="tanh"))]),
         LSTM(4),
     ],
+    "forward-only": lambda: [Embedding(40, 6), StepAffine(5), GRU(4)],
 }
 
 
