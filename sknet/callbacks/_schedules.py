@@ -93,6 +93,12 @@ class LRScheduler(Callback):
         if self.policy not in ("step", "cosine", "plateau"):
             raise ValueError(f"policy must be 'step', 'cosine' or 'plateau', got {self.policy!r}")
         state.require_optimizer("LRScheduler")
+        if getattr(state.estimator, "learning_rate", None) == "anneal":
+            raise ValueError(
+                "LRScheduler sets the learning rate each epoch, and learning_rate='anneal' "
+                "(the tabular estimators' default) lowers it after the plateau: give "
+                "learning_rate='constant' with an LRScheduler."
+            )
         if self.policy == "plateau":
             state.check_monitor(self.monitor, "LRScheduler(policy='plateau')")
         warmup = self.warmup

@@ -72,6 +72,16 @@ def _nbytes(obj):
     return 0
 
 
+def _optimizer_parameters(estimator):
+    """The estimator's optimizer parameters, its initial rate as the fit resolved it
+    (``learning_rate_init='auto'`` of the tabular estimators)."""
+    hyper = {name: getattr(estimator, name) for name in _OPTIMIZER_PARAMETERS}
+    optimizer = getattr(estimator, "_optimizer", None)
+    if optimizer is not None:
+        hyper["learning_rate_init"] = optimizer.learning_rate_init
+    return hyper
+
+
 def _template(estimator, trainer, device, mode):
     """What a worker builds its replica from (the network travels with its weights)."""
     return types.SimpleNamespace(
@@ -79,7 +89,7 @@ def _template(estimator, trainer, device, mode):
         loss=estimator._loss,
         alpha=trainer.alpha,
         clip_norm=trainer.clip_norm,
-        hyper={name: getattr(estimator, name) for name in _OPTIMIZER_PARAMETERS},
+        hyper=_optimizer_parameters(estimator),
         device=device,
         dtype=np.dtype(estimator.dtype),
         samples_seen=estimator.t_,

