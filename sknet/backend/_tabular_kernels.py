@@ -30,3 +30,9 @@ class TabularKernels:
         total[...] = (dZ * U).sum(axis=0)
         dZ *= s
         return dZ
+
+    def member_matmul(self, A, B):
+        """Each member's product, ``out[:, i] = A[:, i] @ B[i]``: ``A`` ``(n, k, d)``, ``B``
+        ``(k, d, m)`` (any strides); a new C-contiguous ``(n, k, m)`` array."""
+        xp = self.xp
+        return xp.ascontiguousarray(xp.matmul(A.transpose(1, 0, 2), B).transpose(1, 0, 2))

@@ -402,8 +402,7 @@ class EnsembleHead(Layer):
 
     def forward(self, X, *, training):
         xp, act = self.xp, self.activation or "identity"
-        Z = xp.matmul(X.transpose(1, 0, 2), self.params["W"]).transpose(1, 0, 2)
-        Z = xp.ascontiguousarray(Z)
+        Z = self.backend_.member_matmul(X, self.params["W"])
         Z += self.params["b"]
         Y = xp.empty_like(Z) if activation_needs_input(act) else Z
         if act != "identity":
@@ -421,8 +420,7 @@ class EnsembleHead(Layer):
             xp.matmul(cache["X"].transpose(1, 2, 0), dY.transpose(1, 0, 2), out=self.grads["W"])
         if self.skip_input_grad:
             return None
-        W_T = self.params["W"].transpose(0, 2, 1)
-        return xp.ascontiguousarray(xp.matmul(dY.transpose(1, 0, 2), W_T).transpose(1, 0, 2))
+        return self.backend_.member_matmul(dY, self.params["W"].transpose(0, 2, 1))
 
 
 __all__ = ["EnsembleDense", "EnsembleHead", "EnsembleInput", "ensemble_size"]

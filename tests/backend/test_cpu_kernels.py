@@ -127,6 +127,25 @@ def test_fused_tabular_kernels_compute_what_the_numpy_code_computes(dtype):
         fused.piecewise_linear(X, left[:4].copy(), inv_width, low, high)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 3])
+def test_member_products_one_member_at_a_time_are_the_stacked_product(dtype, m):
+    # NumPy's loop over members (each product in BLAS, an outer product broadcast)
+    # against the shared xp code's one stacked product, on strided views as the
+    # ensemble head passes them (its weights transposed).
+    fused, plain = NumpyBackend(), GenericBackend()
+    rng = np.random.RandomState(0)
+    A = rng.standard_normal((29, 4, 7)).astype(dtype)
+    B = rng.standard_normal((4, m, 7)).astype(dtype).transpose(0, 2, 1)  # (4, 7, m), strided
+    ours, theirs = fused.member_matmul(A, B), plain.member_matmul(A, B)
+    assert ours.shape == theirs.shape == (29, 4, m) and ours.flags.c_contiguous
+    assert ours.dtype == dtype
+    expected = np.einsum("nkd,kdm->nkm", A.astype(np.float64), B.astype(np.float64))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_allclose(ours, expected, rtol=tol, atol=tol)
+    assert_allclose(theirs, expected, rtol=tol, atol=tol)
+
+
 def test_non_flat_arrays_take_the_numpy_code():
     backend = NumpyBackend()
     P = np.ones((3, 4))
