@@ -30,10 +30,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sknet.engine._callbacks import BestWeights, Callback
 
 #: Epochs ``learning_rate='anneal'`` trains after the plateau, and the factor
-#: the rate is divided by before each: measured on the tables of
-#: ``benchmarks/bench_tabular.py``, two epochs at 1/4 and 1/16 of the rate
-#: from the best epoch's weights score as well as, or better than, eight more
-#: epochs at the full rate.
+#: the rate is divided by before each: on the tables of
+#: ``benchmarks/bench_tabular.py`` (then compared on ``tune_tabular.py``'s),
+#: two epochs at 1/4 and 1/16 of the rate from the best epoch's weights,
+#: after 3 epochs without improvement, scored as well as or better than 8
+#: epochs of patience at the full rate, and better than one such epoch.
 ANNEAL_EPOCHS = 2
 ANNEAL_FACTOR = 4.0
 

@@ -362,9 +362,9 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
 _LEARNING_RATE_INIT_DOC = """
     learning_rate_init : float or 'auto', default=${learning_rate_init}
         Initial learning rate; ``'auto'``: 0.008 when an epoch has fewer than
-        100 batches, else 0.004 (on the tables of ``benchmarks/tune_tabular.py``
-        and ``bench_tabular.py``, the small ones, a few batches an epoch, train
-        as well in fewer epochs at the higher rate; the large ones lose at it).
+        100 batches, else 0.004 (on the tables of ``benchmarks/bench_tabular.py``,
+        the small ones, a few batches an epoch, train as well in fewer epochs
+        at the higher rate, and the large ones lose at it; see the tables guide).
 """
 
 _CLIP_DOC = """
