@@ -96,6 +96,10 @@ def _assert_same_model(a, b):
 
 
 # -- streaming: the same model, within the limit --------------------------------------
+#: a schedule that anneals within the few epochs of these fits
+_ANNEAL = dict(learning_rate="anneal", tol=0.05, max_iter=12)
+
+
 @pytest.mark.parametrize(
     "make, fit_kw",
     [
@@ -103,10 +107,19 @@ def _assert_same_model(a, b):
         (lambda **kw: _mlp(shuffle=False, **kw), {}),
         (lambda **kw: _mlp(solver="sgd", dropout=0.2, **kw), {"sample_weight": True}),
         (lambda **kw: _mlp(early_stopping=True, n_iter_no_change=2, **kw), {}),
+        (lambda **kw: _mlp(early_stopping=True, n_iter_no_change=1, **_ANNEAL, **kw), {}),
         (_convnet, {}),
         (_rnn, {}),
     ],
-    ids=["mlp", "no-shuffle", "sgd-dropout-weights", "early-stopping", "convnet", "lstm"],
+    ids=[
+        "mlp",
+        "no-shuffle",
+        "sgd-dropout-weights",
+        "early-stopping",
+        "anneal",
+        "convnet",
+        "lstm",
+    ],  # fmt: skip
 )
 def test_streamed_fit_is_the_in_memory_fit(digits, recorded_streams, make, fit_kw):
     X, y = digits  # float64: the float32 fit copies them (see the module docstring)
@@ -121,6 +134,13 @@ def test_streamed_fit_is_the_in_memory_fit(digits, recorded_streams, make, fit_k
     if in_memory.early_stopping:
         assert in_memory.validation_scores_ == streamed.validation_scores_
     assert_array_equal(in_memory.predict_proba(X), streamed.predict_proba(X))
+    if in_memory.learning_rate == "anneal":  # it annealed: back to the best, lower rates
+        rates = [row["learning_rate"] for row in streamed.history_]
+        assert (
+            rates[-2:]
+            == [rates[0] / 4, rates[0] / 16]
+            == [row["learning_rate"] for row in in_memory.history_][-2:]
+        )
     # The chunks: several per epoch, and with the model they stay within the limit.
     (record,) = recorded_streams
     stream, chunks = record["stream"], record["chunks"]
