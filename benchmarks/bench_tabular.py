@@ -30,6 +30,9 @@ Run it from the repository root::
     pip install -e ".[bench-tabular]"
     python benchmarks/bench_tabular.py [--seeds 3] [--tables ames,churn] [--json PATH]
     python benchmarks/bench_tabular.py --quick   # scikit-learn's bundled data, seconds
+
+``--codes month,day,hour`` gives every peer those columns (where a table has
+them) a second time, as categories: what a code read as a number costs each.
 """
 
 import os
@@ -160,6 +163,15 @@ def load_table(name):
     elif transform == "late":  # arrived late at all
         y = np.where(y > 0, "late", "on_time")
     return frame, np.asarray(y), task
+
+
+def with_codes(X, columns):
+    """``X`` with each of ``columns`` it has given a second time, as a pandas category
+    named ``<column>_code`` (a month, a day, an hour: a code as much as a number)."""
+    import pandas as pd
+
+    present = [c for c in columns if c in X.columns]
+    return X.assign(**{f"{c}_code": pd.Categorical(X[c]) for c in present})
 
 
 def quick_tables():
@@ -744,6 +756,13 @@ def build_parser():
         help=f"seconds a fit of {' or '.join(CAPPED)} may take (each in a child process)",
     )
     parser.add_argument(
+        "--codes",
+        default="",
+        metavar="COLUMNS",
+        help="comma-separated columns that every peer also gets as categories, where a "
+        "table has them (e.g. month,day,hour)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="smoke test: bundled data, one seed, 5 epochs"
     )
     return parser
@@ -778,6 +797,8 @@ def main(argv=None):
         if bad:
             raise SystemExit(f"--tables: unknown {bad}; choose among {', '.join(TABLES)}")
         tables = {name: load_table(name) for name in names}
+    codes = [c.strip() for c in config.codes.split(",") if c.strip()]
+    tables = {name: (with_codes(X, codes), y, task) for name, (X, y, task) in tables.items()}
     command = _command_line(argv)
     print(f"command: {command}")
     print(f"sknet {sknet.__version__}, {config.threads} thread(s) per peer, seeds {seeds}")
@@ -792,6 +813,7 @@ def main(argv=None):
             "quick": config.quick,
             "gemm_gflops": peak,
             "cap_s": config.cap,
+            "codes": codes,
         },
         "tables": {},
     }

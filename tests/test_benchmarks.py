@@ -194,6 +194,20 @@ def test_bench_tabular_quick_run_reports_every_goal(tmp_path, capsys):
     assert "| fit time, total |" in printed and "GFLOP/s" in printed
 
 
+def test_bench_tabular_codes_give_every_peer_a_column_again_as_categories(capsys):
+    bench_tabular = load_bench_tabular()
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"month": [1, 2, 2, 12], "price": [1.0, 2.5, 3.0, 4.0]})
+    coded = bench_tabular.with_codes(X, ["month", "day"])  # no "day": left out
+    assert list(coded.columns) == ["month", "price", "month_code"]
+    assert isinstance(coded["month_code"].dtype, pd.CategoricalDtype)
+    assert coded["month_code"].cat.categories.tolist() == [1, 2, 12]
+    assert coded["month"].tolist() == X["month"].tolist()  # the number stays
+    report = bench_tabular.main(["--quick", "--peers", "tabular,hgb", "--codes", "age"])
+    assert report["config"]["codes"] == ["age"]
+    assert "11 columns (2 categorical" in capsys.readouterr().out  # diabetes: age again
+
+
 def test_bench_tabular_stops_a_capped_peer_at_its_cap(monkeypatch, capsys, tmp_path):
     """pytabkit's peers run in a child process stopped at --cap seconds; a table where a
     fit runs over reports the cap, and the others their scores."""
