@@ -47,7 +47,12 @@ class TabularMixin:
         # the column plan's, as its encoder takes them (one definition)
         **{
             name: TabularEncoder._parameter_constraints[name]
-            for name in ("categorical_features", "numeric_scaling", "min_frequency")
+            for name in (
+                "categorical_features",
+                "numeric_scaling",
+                "min_frequency",
+                "numeric_codes",
+            )
         },
         "numeric_embedding": [StrOptions(set(NUMERIC_EMBEDDINGS)), None],
         "n_bins": [Interval(Integral, 1, None, closed="left")],
@@ -67,6 +72,7 @@ class TabularMixin:
         "d_embedding",
         "categorical_dims",
         "min_frequency",
+        "numeric_codes",
         "hidden_layer_sizes",
         "activation",
         "dropout",
@@ -83,6 +89,7 @@ class TabularMixin:
             numeric_scaling=self.numeric_scaling,
             n_bins=self.n_bins if self.numeric_embedding == "piecewise_linear" else None,
             min_frequency=self.min_frequency,
+            numeric_codes=self.numeric_codes,
             missing_indicators=True,
             dtype=self._np_dtype.name,
         )

@@ -21,7 +21,7 @@ from sknet.estimators._docs import (
 from sknet.estimators._neural_net import _NeuralNet
 from sknet.estimators._regressor import NetworkRegressorMixin
 from sknet.estimators._tabular import TabularMixin, TargetScaling, tabular_constraints
-from sknet.tabular._encoder import PLAN_COLUMNS_DOC, PLAN_FREQUENCY_DOC
+from sknet.tabular._encoder import PLAN_CODES_DOC, PLAN_COLUMNS_DOC, PLAN_FREQUENCY_DOC
 
 TABULAR_PARAMETERS_DOC = """
     %(plan_columns)s
@@ -44,10 +44,12 @@ default=${numeric_embedding}
 
     categorical_dims : int, list of int or None, default=${categorical_dims}
         The size of each categorical column's embedding (one for all, or one
-        per column); ``None``: :func:`~sknet.layers.embedding_size` of its
+        per column, where the columns of ``numeric_codes`` then get their
+        default); ``None``: :func:`~sknet.layers.embedding_size` of its
         number of categories.
 
     %(plan_frequency)s
+    %(plan_codes)s
     hidden_layer_sizes : array-like of int, default=${hidden_layer_sizes}
         The units of each hidden layer of the MLP backbone (ReLU, then
         ``dropout``).
@@ -150,6 +152,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         d_embedding=16,
         categorical_dims=None,
         min_frequency=None,
+        numeric_codes=True,
         hidden_layer_sizes=(128, 128),
         activation="relu",
         dropout=0.0,
@@ -193,6 +196,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         self.d_embedding = d_embedding
         self.categorical_dims = categorical_dims
         self.min_frequency = min_frequency
+        self.numeric_codes = numeric_codes
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.dropout = dropout
@@ -283,6 +287,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         d_embedding=16,
         categorical_dims=None,
         min_frequency=None,
+        numeric_codes=True,
         hidden_layer_sizes=(128, 128),
         activation="relu",
         dropout=0.0,
@@ -325,6 +330,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         self.d_embedding = d_embedding
         self.categorical_dims = categorical_dims
         self.min_frequency = min_frequency
+        self.numeric_codes = numeric_codes
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.dropout = dropout
@@ -385,6 +391,7 @@ fill_doc(
     attributes=TABULAR_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
     plan_columns=PLAN_COLUMNS_DOC,
     plan_frequency=PLAN_FREQUENCY_DOC,
+    plan_codes=PLAN_CODES_DOC,
     learning_rate_init=_LEARNING_RATE_INIT_DOC,
 )
 fill_doc(
@@ -394,5 +401,6 @@ fill_doc(
     attributes=TABULAR_ATTRIBUTES_DOC + TARGET_ATTRIBUTES_DOC + FITTED_ATTRIBUTES_DOC,
     plan_columns=PLAN_COLUMNS_DOC,
     plan_frequency=PLAN_FREQUENCY_DOC,
+    plan_codes=PLAN_CODES_DOC,
     learning_rate_init=_LEARNING_RATE_INIT_DOC,
 )

@@ -12,6 +12,8 @@ as one member (``Dense``) or ``k`` members sharing their weights
 :class:`~sknet.layers.EnsembleDense`, TabM's parameter-efficient ensemble).
 """
 
+import numpy as np
+
 from sknet.layers import (
     CategoricalEmbedding,
     Concatenate,
@@ -23,6 +25,7 @@ from sknet.layers import (
     PiecewiseLinearEncoding,
     SelectColumns,
     Sequential,
+    embedding_size,
 )
 
 #: The numeric embeddings a tabular estimator takes by name.
@@ -53,7 +56,12 @@ def input_branches(encoder, numeric_embedding, d_embedding, categorical_dims):
     codes = _columns(groups["categorical"])
     if codes:
         cardinalities = [int(c) for c in encoder.cardinalities_]
-        embedding = CategoricalEmbedding(cardinalities, dims=categorical_dims)
+        n_categorical = len(encoder.categorical_features_)
+        dims = categorical_dims
+        if isinstance(dims, (list, tuple, np.ndarray)) and len(dims) == n_categorical:
+            # one per categorical column: the numeric columns also coded get their default
+            dims = [*dims, *(embedding_size(c) for c in cardinalities[n_categorical:])]
+        embedding = CategoricalEmbedding(cardinalities, dims=dims)
         branches.append(Sequential([SelectColumns(codes), embedding]))
     return branches
 

@@ -30,7 +30,8 @@ public attributes, and in float64 as it does:
   rounding: ONNX has no inverse ``erf``);
 - a category is coded ``1..K`` in sorted order, ``K + 1`` when unknown and 0
   when missing (NaN for numbers, the missing input for strings), looked up
-  with ai.onnx.ml's LabelEncoder for strings.
+  with ai.onnx.ml's LabelEncoder for strings; so is a numeric column of
+  ``code_features_``, after the categorical columns.
 
 The encoded matrix then goes to the network in the graph's dtype.
 """
@@ -317,6 +318,10 @@ def encode_table(builder, encoder, columns, missing):
             codes.append(_string_codes(builder, columns[j], categories, missing.get(j)))
         else:
             codes.append(_number_codes(builder, columns[j], categories.astype(_F64)))
+    n_cat = len(encoder.categorical_features_)
+    for i, j in enumerate(getattr(encoder, "code_features_", ())):  # numbers also coded
+        categories = np.asarray(encoder.categories_[n_cat + i], dtype=_F64)
+        codes.append(_number_codes(builder, columns[j], categories))
     parts = scaled + indicators + codes
     encoded = parts[0] if len(parts) == 1 else builder.node("Concat", parts, axis=1)
     return builder.cast(encoded, builder.dtype)

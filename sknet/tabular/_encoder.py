@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from sknet.tabular._categorical import category_lookup, encode_categories, learn_categories
+from sknet.tabular._codes import numeric_codes
 from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, bin_edges
 from sknet.tabular._table import as_table, check_columns
@@ -41,6 +42,16 @@ default='from_dtype'
         subtracts the median and divides by the interquartile range,
         ``'standard'`` subtracts the mean and divides by the standard
         deviation, ``None`` leaves the values.
+"""
+
+PLAN_CODES_DOC = """
+    numeric_codes : bool, default=${numeric_codes}
+        Also code as a category each numeric column whose training values
+        look like a code: whole numbers, 5 to 31 of them, none more than
+        about twice as frequent as their mean (a month, a day of the month,
+        an hour; not a count of children or of nights, where small values
+        dominate). The column stays a number as well
+        (:mod:`sknet.tabular._codes`).
 """
 
 PLAN_FREQUENCY_DOC = """
@@ -69,6 +80,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         :class:`~sknet.layers.PiecewiseLinearEncoding`), at most 65536.
 
     %(plan_frequency)s
+    %(plan_codes)s
     missing_indicators : bool, default=True
         Add a 0/1 column for each numeric column that has missing values in
         the training rows (a missing value is also put at the column's
@@ -95,15 +107,20 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     indicator_features_ : ndarray of int
         The indices of the numeric columns that have a missing-value indicator.
 
+    code_features_ : ndarray of int
+        The indices of the numeric columns also coded as categories
+        (``numeric_codes``), after the categorical columns' codes.
+
     categories_ : list of ndarray
-        The categories of each categorical column, sorted: code 0 is a
+        The categories of each categorical column, then of each column of
+        ``code_features_`` (its values), sorted: code 0 is a
         missing value, category ``categories_[i][c]`` has code ``c + 1``, and
         code ``len(categories_[i]) + 1`` is a value not among them (the codes
         :class:`~sknet.layers.CategoricalEmbedding` reads).
 
     cardinalities_ : ndarray of int
-        The number of categories of each categorical column, ``K`` (missing
-        and unknown not counted).
+        The number of categories of each column of ``categories_``, ``K``
+        (missing and unknown not counted).
 
     medians_ : ndarray of shape (n_numeric,)
         The training median of each numeric column, where missing values go.
@@ -157,6 +174,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         "numeric_scaling": [StrOptions({"quantile", "robust", "standard"}), None],
         "n_bins": [Interval(Integral, 1, None, closed="left"), None],
         "min_frequency": [Interval(Integral, 1, None, closed="left"), None],
+        "numeric_codes": ["boolean"],
         "missing_indicators": ["boolean"],
         "dtype": [StrOptions({"float32", "float64"}), type],
     }
@@ -168,6 +186,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         numeric_scaling="quantile",
         n_bins=None,
         min_frequency=None,
+        numeric_codes=False,
         missing_indicators=True,
         dtype="float32",
     ):
@@ -175,6 +194,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         self.numeric_scaling = numeric_scaling
         self.n_bins = n_bins
         self.min_frequency = min_frequency
+        self.numeric_codes = numeric_codes
         self.missing_indicators = missing_indicators
         self.dtype = dtype
 
@@ -215,7 +235,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         self.numeric_features_ = np.flatnonzero(~self.is_categorical_)
         self.categorical_features_ = np.flatnonzero(self.is_categorical_)
         rows = None if weights is None else weights > 0  # weight 0: as if not there
-        numbers = X.numbers(self.numeric_features_, why=self._why_numeric())
+        numbers = X.numbers(self.numeric_features_, why=_why_numeric(self))
         if rows is not None:
             numbers, weights = numbers[rows], weights[rows]
         categories = []
@@ -230,20 +250,26 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                 )
             )
         scaler = NumericScaler(self.numeric_scaling).fit(numbers, weights)
-        self._set_plan(np.isnan(numbers).any(axis=0), scaler, categories)
+        codes = numeric_codes(numbers, weights) if self.numeric_codes else []
+        self._set_plan(np.isnan(numbers).any(axis=0), scaler, categories, codes)
         if self.n_bins is not None:
             scaled = self._scaler.transform(numbers, np.empty_like(numbers))
             scaled[np.isnan(numbers)] = np.nan  # bins of the values seen, not of the medians
             self.bins_ = bin_edges(scaled, self.n_bins, weights)
         return self
 
-    def _set_plan(self, has_missing, scaler, categories):
+    def _set_plan(self, has_missing, scaler, categories, codes=()):
         """The fitted attributes of what was learned, from rows or merged summaries
         (:func:`~sknet.tabular._summaries.encoder_from_summary`); ``bins_`` left None.
 
         ``has_missing`` says which numeric columns had missing values, ``scaler`` is the
-        fitted :class:`NumericScaler` and ``categories`` each categorical column's.
+        fitted :class:`NumericScaler`, ``categories`` each categorical column's and
+        ``codes`` the ``(position among the numeric columns, categories)`` of each
+        numeric column also coded.
         """
+        self._code_positions = np.array([i for i, _ in codes], dtype=np.intp)
+        self.code_features_ = self.numeric_features_[self._code_positions]
+        categories = [*categories, *(found for _, found in codes)]
         self.indicator_features_ = (
             self.numeric_features_[has_missing]
             if self.missing_indicators
@@ -260,7 +286,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         self.output_groups_ = {
             "numeric": slice(0, n_num),
             "indicators": slice(n_num, n_num + n_ind),
-            "categorical": slice(n_num + n_ind, n_num + n_ind + len(self.categorical_features_)),
+            "categorical": slice(n_num + n_ind, n_num + n_ind + len(self.categories_)),
         }
         self.bins_ = None
 
@@ -271,20 +297,6 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         if lookups is None or len(lookups) != len(self.categories_):  # a plan set by hand
             return [category_lookup(c) for c in self.categories_]
         return lookups
-
-    def _why_numeric(self):
-        """What made the columns numeric, for the error of a column of strings among them."""
-        features = self.categorical_features
-        if isinstance(features, str):
-            return ""
-        why = f" (categorical_features={features!r})"
-        values = np.asarray(features if features is not None else [])
-        if values.dtype.kind in "iu" and values.size and set(values.tolist()) <= {0, 1}:
-            why += (
-                f"; a list of 0 and 1 is read as column indices, here "
-                f"{sorted(set(values.tolist()))}: a mask must have dtype bool"
-            )
-        return why
 
     def transform(self, X):
         """The table as one float matrix: scaled numbers, indicators, category codes.
@@ -316,6 +328,13 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         for i, (j, categories) in enumerate(zip(self.categorical_features_, self.categories_)):
             codes = encode_categories(columns[i], categories, dtype, X.label(j), lookups[i])
             out[:, start + i] = codes
+        n_cat = len(self.categorical_features_)
+        for i, (j, position) in enumerate(zip(self.code_features_, self._code_positions)):
+            k = n_cat + i
+            codes = encode_categories(
+                numbers[:, position], self.categories_[k], dtype, X.label(j), lookups[k]
+            )
+            out[:, start + k] = codes
         return out
 
     def get_feature_names_out(self, input_features=None):
@@ -332,23 +351,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         feature_names_out : ndarray of str objects
         """
         check_is_fitted(self)
-        if input_features is None:
-            input_features = getattr(self, "feature_names_in_", None)
-        if input_features is None:
-            input_features = [f"x{j}" for j in range(self.n_features_in_)]
-        names = np.asarray(input_features, dtype=object)
-        if names.shape != (self.n_features_in_,):
-            raise ValueError(
-                f"input_features should have length equal to the number of features "
-                f"({self.n_features_in_}), got {len(names)}"
-            )
-        out = list(names[self.numeric_features_])
-        out += [f"missingindicator_{name}" for name in names[self.indicator_features_]]
-        out += list(names[self.categorical_features_])
-        return np.asarray(out, dtype=object)
+        return _names_out(self, input_features)
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # a copy: pickling leaves the encoder as it was
         state.pop("_lookups", None)  # made again from categories_ when loaded
         return state
 
@@ -356,6 +362,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         super().__setstate__(state)
         if "categories_" in state:
             self._lookups = [category_lookup(c) for c in self.categories_]
+        if "numeric_features_" in state and "code_features_" not in state:  # before the codes
+            self.code_features_ = np.array([], dtype=np.intp)
+            self._code_positions = np.array([], dtype=np.intp)
         if "_scaler" in state and "quantiles_" not in state:  # pickled before the public plan
             self.quantiles_, self.offsets_, self.scales_ = _public_scaling(self._scaler)
 
@@ -369,6 +378,40 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         # is neither a string nor a number with a TypeError, which the checks of a
         # False tag assert.
         return tags
+
+
+def _why_numeric(encoder):
+    """What made the columns numeric, for the error of a column of strings among them."""
+    features = encoder.categorical_features
+    if isinstance(features, str):
+        return ""
+    why = f" (categorical_features={features!r})"
+    values = np.asarray(features if features is not None else [])
+    if values.dtype.kind in "iu" and values.size and set(values.tolist()) <= {0, 1}:
+        why += (
+            f"; a list of 0 and 1 is read as column indices, here "
+            f"{sorted(set(values.tolist()))}: a mask must have dtype bool"
+        )
+    return why
+
+
+def _names_out(encoder, input_features):
+    """The output columns' names (see :meth:`TabularEncoder.get_feature_names_out`)."""
+    if input_features is None:
+        input_features = getattr(encoder, "feature_names_in_", None)
+    if input_features is None:
+        input_features = [f"x{j}" for j in range(encoder.n_features_in_)]
+    names = np.asarray(input_features, dtype=object)
+    if names.shape != (encoder.n_features_in_,):
+        raise ValueError(
+            f"input_features should have length equal to the number of features "
+            f"({encoder.n_features_in_}), got {len(names)}"
+        )
+    out = list(names[encoder.numeric_features_])
+    out += [f"missingindicator_{name}" for name in names[encoder.indicator_features_]]
+    out += list(names[encoder.categorical_features_])
+    out += [f"code_{name}" for name in names[encoder.code_features_]]
+    return np.asarray(out, dtype=object)
 
 
 def _public_scaling(scaler):
@@ -420,9 +463,12 @@ def _check_weights(sample_weight, n_samples):
 
 
 TabularEncoder.__doc__ = (
-    TabularEncoder.__doc__.replace(
-        "    %(plan_columns)s\n", PLAN_COLUMNS_DOC.strip("\n") + "\n\n"
-    ).replace("    %(plan_frequency)s\n", PLAN_FREQUENCY_DOC.strip("\n") + "\n\n")
+    TabularEncoder.__doc__.replace("    %(plan_columns)s\n", PLAN_COLUMNS_DOC.strip("\n") + "\n\n")
+    .replace("    %(plan_frequency)s\n", PLAN_FREQUENCY_DOC.strip("\n") + "\n\n")
+    .replace(
+        "    %(plan_codes)s\n",
+        PLAN_CODES_DOC.replace("${numeric_codes}", "False").strip("\n") + "\n\n",
+    )
     if TabularEncoder.__doc__
     else None
 )

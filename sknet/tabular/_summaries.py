@@ -44,6 +44,7 @@ Plain NumPy (pandas only through the table adapter), no network code.
 import numpy as np
 
 from sknet.tabular._categorical import count_categories, frequent_categories, sorted_categories
+from sknet.tabular._codes import code_categories
 from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, column_bin_edges
 from sknet.tabular._table import as_table, check_columns
@@ -362,7 +363,13 @@ def encoder_from_summary(encoder, table, summary):
     )
     has_missing = np.array([s.n_missing > 0 for s in numeric], dtype=bool)
     categories = [c.frequent(encoder.min_frequency) for c in summary.categorical]
-    encoder._set_plan(has_missing, scaler, categories)
+    codes = []
+    if encoder.numeric_codes:  # a code column has few values: its summary is exact
+        for i, column in enumerate(numeric):
+            found = code_categories(column.values, column.weights) if column.error == 0 else None
+            if found is not None:
+                codes.append((i, found))
+    encoder._set_plan(has_missing, scaler, categories, codes)
     if encoder.n_bins is not None:
         encoder.bins_ = [
             column_bin_edges(scaler.map_column(j, s.values), s.weights, encoder.n_bins)

@@ -384,7 +384,8 @@ def test_predict_on_a_dask_array_is_a_dask_array(threads):
     blocks = da.from_array(numbers, chunks=(150, 1))
     predicted = parallel.predict(blocks)
     assert isinstance(predicted, da.Array) and predicted.chunks == ((150, 150, 100),)
-    assert_allclose(threads.compute(predicted).result(), parallel.predict(numbers))
+    # float32: a block's products may round differently from the whole array's
+    assert_allclose(threads.compute(predicted).result(), parallel.predict(numbers), rtol=1e-6)
 
 
 def test_a_fitted_model_pickles_without_any_reference_to_the_cluster(threads, tmp_path):

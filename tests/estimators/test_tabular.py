@@ -78,6 +78,12 @@ def table(n=300, seed=0):
     return frame, signal
 
 
+def categories_of(encoder, name):
+    """The categories the plan learned for the categorical column ``name``."""
+    names = list(encoder.feature_names_in_[encoder.categorical_features_])
+    return encoder.categories_[names.index(name)]
+
+
 def labels(signal):
     return np.where(signal > 0, "yes", "no")
 
@@ -175,7 +181,7 @@ def test_cross_validation_learns_each_plan_from_its_training_rows():
         assert f"only_{test[0] // 40}" not in seen
         # and its whole plan (quantiles, bins, medians, codes) is its training rows':
         # those it trains on, the early-stopping rows held out first
-        held = ~np.isin(X["row_id"].iloc[train], model.encoder_.categories_[-1])
+        held = ~np.isin(X["row_id"].iloc[train], categories_of(model.encoder_, "row_id"))
         assert held.sum() == 16  # 10% of the fold's 160 training rows
         expected = model._make_encoder().fit(X.iloc[train][~held])
         assert_allclose(model.encoder_.medians_, expected.medians_)
@@ -375,7 +381,7 @@ def held_out_rows(make, X, y):
     """The rows a default fit holds out for early stopping (an id column tells them)."""
     ids = X.assign(row_id=[f"r{i}" for i in range(len(X))])
     model = make(**SMALL).fit(ids, y)
-    kept = set(model.encoder_.categories_[-1])
+    kept = set(categories_of(model.encoder_, "row_id"))
     return np.array([f"r{i}" not in kept for i in range(len(X))])
 
 
@@ -464,7 +470,8 @@ def test_the_memory_estimate_of_a_frame_counts_its_encoded_copy():
     X, signal = table(n=2000)
     reg = TabularRegressor(**SMALL)
     encoded = reg._make_encoder().fit(X).transform(X)
-    assert encoded.shape == (2000, 10)  # 8 columns, 2 missing-value indicators
+    # 8 columns, 2 missing-value indicators, the two integer columns coded again
+    assert encoded.shape == (2000, 12)
     estimate = estimate_memory(reg, X, signal)
     in_place = estimate_memory(TabularRegressor(**SMALL), encoded, signal)
     assert estimate["data"] > in_place["data"]  # the frame is encoded into a copy

@@ -81,7 +81,10 @@ def test_a_random_sequence_network(seed, dtype):
     rng = np.random.RandomState(100 + seed)
     X = rng.normal(size=(96, SEQ_STEPS, SEQ_FEATURES))
     y = np.column_stack([X[:, :3, 0].sum(1), X[:, 3:, 1].max(1)])
-    assert_round_trip(_fit(random_sequence_layers(seed, dropout=True), X, y, dtype), X)
+    # float32 through attention and recurrent cells: a few units in the last place of ~1
+    # (onnxruntime 1.32's kernels round differently from NumPy's, up to 2.3e-5 seen)
+    atol = 5e-5 if dtype == "float32" else None
+    assert_round_trip(_fit(random_sequence_layers(seed, dropout=True), X, y, dtype), X, atol=atol)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -62,7 +62,10 @@ def merged_plan(encoder, frame, cuts, sample_weight=None, fan_in=2, resolution=N
 
 
 def assert_same_plan(a, b, exact=True):
-    for name in ("is_categorical_", "numeric_features_", "indicator_features_", "cardinalities_"):
+    for name in (
+        "is_categorical_", "numeric_features_", "indicator_features_", "code_features_",
+        "cardinalities_",
+    ):  # fmt: skip
         assert_array_equal(getattr(a, name), getattr(b, name))
     assert a.feature_names_in_.tolist() == b.feature_names_in_.tolist()
     assert a.output_groups_ == b.output_groups_
@@ -82,12 +85,13 @@ def assert_same_plan(a, b, exact=True):
 
 
 # -- exact: the one-process plan ---------------------------------------------------------
+@pytest.mark.parametrize("codes", [False, True], ids=["", "codes"])
 @pytest.mark.parametrize("scaling", ["quantile", "robust", "standard", None])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize(
     "cuts", [[0, 2000], [0, 700, 701, 1500, 2000], [0, 250, 500, 750, 1000, 1900, 2000]]
 )
-def test_the_merged_plan_is_the_one_process_plan(scaling, weighted, cuts):
+def test_the_merged_plan_is_the_one_process_plan(scaling, weighted, cuts, codes):
     frame = table()
     weights = (
         np.random.RandomState(1).randint(0, 4, len(frame)).astype(float) if weighted else None
@@ -97,8 +101,10 @@ def test_the_merged_plan_is_the_one_process_plan(scaling, weighted, cuts):
         n_bins=12,
         min_frequency=40,
         categorical_features=["city", "kind", "garden", "floor"],
+        numeric_codes=codes,
     )
     one = TabularEncoder(**params).fit(frame, sample_weight=weights)
+    assert one.code_features_.tolist() == ([1] if codes else [])  # rooms: 1 to 5
     merged, summary = merged_plan(TabularEncoder(**params), frame, cuts, weights)
     assert_same_plan(one, merged, exact=scaling != "standard")
     assert_array_equal(merged.transform(frame), one.transform(frame))
