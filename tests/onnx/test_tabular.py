@@ -71,9 +71,11 @@ def _frame(n=200, seed=0):
             "color": rng.choice(["red", "green", "blue", None], n),
             "size": rng.choice([1, 2, 3], n).astype(float),
             "member": rng.rand(n) < 0.5,
+            "month": rng.randint(1, 13, n).astype(float),  # a code too (numeric_codes)
         }
     )
     frame["size"] = frame["size"].where(rng.rand(n) > 0.1)
+    frame["month"] = frame["month"].where(rng.rand(n) > 0.05)
     return frame
 
 
@@ -252,6 +254,10 @@ def test_tabular_classifier_with_its_column_plan(params):
     clf = TabularClassifier(
         hidden_layer_sizes=(16,), max_iter=3, random_state=0, device="cpu", **params
     ).fit(frame, y)
+    assert clf.encoder_.code_features_.tolist() == [6]  # the month
+    unseen = frame.assign(month=np.where(np.arange(len(frame)) % 7, frame["month"], 13.0))
+    labels, proba = _run(to_onnx(clf), _feed(unseen))  # 13: an unknown code
+    assert_allclose(proba, clf.predict_proba(unseen), atol=1e-5, rtol=0)
     labels, proba = _run(to_onnx(clf), _feed(frame))
     assert_allclose(proba, clf.predict_proba(frame), atol=1e-5, rtol=0)
     assert_array_equal(labels, clf.predict(frame))
