@@ -47,8 +47,17 @@ def code_categories(values, weights):
     return np.asarray(values, dtype=np.float64)
 
 
+#: Rows a column is first looked at in: over MAX_CODES values or one not whole there, and
+#: it is no code (a continuous column is turned down without sorting all its rows).
+_FIRST_LOOK = 4096
+
+
 def column_code_categories(column, weights=None):
     """:func:`code_categories` of one column of training numbers (NaN: missing)."""
+    first = column[:_FIRST_LOOK]
+    first = first[~np.isnan(first)]
+    if not np.array_equal(first, np.round(first)) or np.unique(first).size > MAX_CODES:
+        return None
     present = ~np.isnan(column)
     values, inverse = np.unique(column[present], return_inverse=True)
     if not MIN_CODES <= len(values) <= MAX_CODES:

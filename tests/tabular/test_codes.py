@@ -39,6 +39,24 @@ def test_a_code_is_whole_numbers_few_and_about_equally_frequent(values, counts, 
         assert_array_equal(found, np.asarray(list(values), dtype=np.float64))
 
 
+def test_a_column_continuous_in_its_first_rows_is_turned_down_before_it_is_sorted(monkeypatch):
+    rng = np.random.RandomState(0)
+    continuous = rng.normal(size=50_000)
+    sorted_sizes = []
+    original = np.unique
+
+    def unique(values, **kwargs):
+        sorted_sizes.append(values.size)
+        return original(values, **kwargs)
+
+    monkeypatch.setattr(np, "unique", unique)
+    assert column_code_categories(continuous) is None
+    assert column_code_categories(rng.randint(0, 50, 50_000).astype(float)) is None
+    assert max(sorted_sizes, default=0) <= 4096  # the first rows only
+    months = rng.randint(1, 13, 50_000).astype(float)
+    assert_array_equal(column_code_categories(months), np.arange(1.0, 13.0))
+
+
 def test_missing_values_are_not_a_code_and_weights_count_as_rows():
     months = column(range(1, 13), [10] * 12)
     with_missing = np.concatenate([months, [np.nan] * 500])
