@@ -42,6 +42,7 @@ from sknet.distributed._frame_checks import (
 )
 from sknet.estimators._tabular import TabularMixin
 from sknet.tabular._columns import categorical_mask
+from sknet.tabular._encoder import why_numeric
 from sknet.tabular._summaries import RESOLUTION, TableSummary, encoder_from_summary
 from sknet.tabular._table import RemoteTable, as_table
 
@@ -110,7 +111,7 @@ def frame_inputs(estimator, X, y, sample_weight, fit_params, client, method):
     learns_plan = tabular and (not fitted or (method == "fit" and not estimator.warm_start))
     if tabular:
         is_categorical = categorical_mask(meta, estimator.categorical_features)
-        why = estimator._make_encoder()._why_numeric()
+        why = why_numeric(estimator._make_encoder())
     else:
         _check_numeric(X)
         is_categorical, why = None, ""

@@ -235,7 +235,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         self.numeric_features_ = np.flatnonzero(~self.is_categorical_)
         self.categorical_features_ = np.flatnonzero(self.is_categorical_)
         rows = None if weights is None else weights > 0  # weight 0: as if not there
-        numbers = X.numbers(self.numeric_features_, why=_why_numeric(self))
+        numbers = X.numbers(self.numeric_features_, why=why_numeric(self))
         if rows is not None:
             numbers, weights = numbers[rows], weights[rows]
         categories = []
@@ -380,7 +380,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         return tags
 
 
-def _why_numeric(encoder):
+def why_numeric(encoder):
     """What made the columns numeric, for the error of a column of strings among them."""
     features = encoder.categorical_features
     if isinstance(features, str):
