@@ -13,6 +13,7 @@ import contextlib
 import numpy as np
 
 from sknet.backend._activations import ACTIVATIONS
+from sknet.backend._deferred import DeferredWork
 from sknet.backend._recurrent_kernels import RecurrentKernels
 from sknet.backend._sequence_kernels import SequenceKernels
 from sknet.backend._streaming import RowStream
@@ -24,7 +25,7 @@ def conv_outsize(size, k, stride, pad):
     return (size + 2 * pad - k) // stride + 1
 
 
-class Backend(SequenceKernels, RecurrentKernels, TabularKernels):
+class Backend(SequenceKernels, RecurrentKernels, TabularKernels, DeferredWork):
     """Where arrays live and how the few backend-specific kernels run.
 
     Parameters

@@ -124,10 +124,13 @@ class Network:
         Nothing runs below the lowest trainable layer (the training plan's
         ``backward_from``): frozen layers there need no gradient.
         """
-        for layer in reversed(self.layers[self.__dict__.get("backward_from", 0) :]):
-            dX = layer.backward(dY)
-            check_backward_output(layer, dY, dX)
-            dY = dX
+        try:
+            for layer in reversed(self.layers[self.__dict__.get("backward_from", 0) :]):
+                dX = layer.backward(dY)
+                check_backward_output(layer, dY, dX)
+                dY = dX
+        finally:  # the weight gradients layers deferred (Backend.defer) are in place
+            self.backend.finish_deferred()
 
     def leaves(self):
         """``(key, layer)`` for every layer that holds its own parameters.

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from sknet.backend._deferred import helper_thread
 from sknet.layers._base import Layer
 from sknet.layers._tree import walk
 
@@ -81,6 +82,24 @@ def single_threaded_blas():
             if _BLAS_USERS == 0:
                 _BLAS_LIMIT.restore_original_limits()
                 _BLAS_LIMIT = None
+
+
+@contextlib.contextmanager
+def single_threaded_fit(backend, enabled=True):
+    """Within the block the BLAS runs on one thread, and the backward pass's weight
+    gradients on a helper thread where the user's thread budget has room for two
+    (:mod:`sknet.backend._deferred`; the CPU only). The same bits either way.
+    ``enabled=False`` changes nothing.
+
+    For the whole fit, validation included: OpenBLAS's threads, woken by a
+    multi-threaded product, spin for a while after it on the core the helper needs.
+    """
+    if not enabled:
+        yield
+        return
+    helper = backend.xp is np and cpu_threads() >= 2  # the budget, before it is limited
+    with helper_thread(helper), single_threaded_blas():
+        yield
 
 
 def cpu_threads():

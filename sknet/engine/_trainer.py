@@ -28,7 +28,7 @@ from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
 from sknet.engine._lengths import NetworksByWidth, cut_steps
 from sknet.engine._network import checked_output
-from sknet.engine._sharding import RowShards, plan_shards, single_threaded_blas
+from sknet.engine._sharding import RowShards, plan_shards, single_threaded_fit
 from sknet.engine._types import BackendData, Diverged, StopTraining, StreamedData
 
 #: ``(estimator, runner)`` while :func:`batches_run_by` is active, else None
@@ -76,9 +76,9 @@ class Trainer:
         Called with a :class:`~sknet.engine._callbacks.TrainingState` by
         :meth:`run_epochs` and :func:`~sknet.engine._lbfgs.run_lbfgs`.
     single_threaded : bool, default=False
-        Run the batches on one thread: a small network's products, some hundreds
-        of rows with Python between them, gain 1.4x from OpenBLAS's second thread
-        on an idle machine and lose 4x when another process keeps a core busy.
+        One BLAS thread, and a helper thread for the weight gradients
+        (:func:`~sknet.engine._sharding.single_threaded_fit`): OpenBLAS's threads
+        collapse on small products when another process keeps a core busy.
     lengths : ndarray of int or None, default=None
         Each data row's number of steps: batches grouped by length, each cut
         to its longest sequence (:mod:`~sknet.engine._lengths`).
@@ -134,7 +134,7 @@ class Trainer:
         """
         n_shards = 1 if self.single_threaded else plan_shards(self.network, self.plan, batch_rows)
         if n_shards < 2:
-            with single_threaded_blas() if self.single_threaded else contextlib.nullcontext():
+            with single_threaded_fit(self.backend, self.single_threaded):
                 yield
             return
         if self._shards is None or self._shards.n_shards != n_shards:

@@ -23,6 +23,7 @@ from sknet.engine._placement import (
     out_of_memory_message,
     place_training_data,
 )
+from sknet.engine._sharding import single_threaded_fit
 from sknet.engine._trainer import Trainer, resolve_batch_size
 from sknet.engine._types import Diverged, NoRoomForBatch
 from sknet.engine._validation import make_evaluator
@@ -211,24 +212,26 @@ def train_stochastic(
         has_validation=validation is not None,
         max_epochs=max_epochs,
     )
-    trainer.run_epochs(
-        data,
-        est._optimizer,
-        state,
-        batch_size=batch_size,
-        max_epochs=max_epochs,
-        rng=rng,
-        shuffle=est.shuffle,
-        train_rows=train_rows,
-        sample_weight=sample_weight,
-        evaluate=make_evaluator(
-            est,
-            trainer,
-            validation,
-            on_device=placement.validation_on_device,
-            chunk_rows=placement.validation_chunk_rows,
-        ),
-    )
+    # one BLAS thread, and a helper, for the whole fit (validation included)
+    with single_threaded_fit(trainer.backend, trainer.single_threaded):
+        trainer.run_epochs(
+            data,
+            est._optimizer,
+            state,
+            batch_size=batch_size,
+            max_epochs=max_epochs,
+            rng=rng,
+            shuffle=est.shuffle,
+            train_rows=train_rows,
+            sample_weight=sample_weight,
+            evaluate=make_evaluator(
+                est,
+                trainer,
+                validation,
+                on_device=placement.validation_on_device,
+                chunk_rows=placement.validation_chunk_rows,
+            ),
+        )
 
 
 def train_lbfgs(est, trainer, X, Y, sample_weight, validation):

@@ -309,8 +309,8 @@ class EnsembleDense(Layer):
         else:
             dZ *= self.params["s"]
         dU = dZ.reshape(n * k, units)
-        if train:
-            backend.matmul(cache["Xr"].reshape(n * k, d).T, dU, out=self.grads["W"])
+        if train:  # only the optimizer reads it: on the helper thread, if any
+            backend.defer(backend.matmul, cache["Xr"].reshape(n * k, d).T, dU, self.grads["W"])
         if self.skip_input_grad and not train:
             return None
         dXr = (dU @ self.params["W"].T).reshape(n, k, d)

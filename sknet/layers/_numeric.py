@@ -138,15 +138,16 @@ class _FeatureLinear:
         n, F, m = V.shape
         dZ = dY.reshape(n, F, -1)
         W = self.params["W"]
-        if self.trainable:
+        if self.trainable:  # W's gradient on the helper thread, if any (Backend.defer)
+            backend = self.backend_
             if W.ndim == 2:
                 dZ.reshape(n * F, -1).sum(axis=0, out=self.grads["b"])
-                self.backend_.matmul(
-                    V.reshape(n * F, m).T, dZ.reshape(n * F, -1), out=self.grads["W"]
-                )
+                V2, dZ2 = V.reshape(n * F, m).T, dZ.reshape(n * F, -1)
+                backend.defer(backend.matmul, V2, dZ2, self.grads["W"])
             else:
                 dZ.sum(axis=0, out=self.grads["b"])
-                self.xp.matmul(V.transpose(1, 2, 0), dZ.transpose(1, 0, 2), out=self.grads["W"])
+                Vt, dZt = V.transpose(1, 2, 0), dZ.transpose(1, 0, 2)
+                backend.defer(self.xp.matmul, Vt, dZt, self.grads["W"])
         if self.skip_input_grad:
             return None
         if W.ndim == 2:
