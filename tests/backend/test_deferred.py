@@ -5,6 +5,7 @@ here pretend the budget is two (``cpu_threads``) and check that the helper runs
 the deferred products and that the model has the same bits as without it.
 """
 
+import pickle
 import threading
 
 import numpy as np
@@ -15,6 +16,7 @@ import sknet.backend._deferred as deferred
 import sknet.engine._sharding as sharding
 from sknet import TabularClassifier, TabularRegressor
 from sknet.backend import get_backend
+from sknet.callbacks import Callback
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -200,3 +202,26 @@ def test_an_error_in_the_backward_pass_leaves_no_call_pending(monkeypatch, count
         TabularRegressor(max_iter=3, batch_size=64, random_state=0).fit(X, y)
     assert deferred._ACTIVE.get() is None
     assert not any(t.name == "sknet-helper" for t in threading.enumerate())
+
+
+class Pickles(Callback):
+    """Pickles the estimator at the end of every epoch, as a checkpoint would."""
+
+    def __init__(self):
+        self.blobs = []
+
+    def on_epoch_end(self, state, epoch, logs):
+        self.blobs.append(pickle.dumps(state.estimator))
+
+
+def test_an_estimator_pickled_by_a_callback_mid_fit_carries_no_helper(
+    monkeypatch, counted_helpers
+):
+    X, y = table()
+    monkeypatch.setattr(sharding, "cpu_threads", lambda: 2)
+    reg = TabularRegressor(max_iter=3, batch_size=64, random_state=0, callbacks=[Pickles()])
+    blobs = reg.fit(X, y).callbacks_[0].blobs  # the fit's copy of the callback
+    assert counted_helpers["helpers"] == 1 and len(blobs) >= 2
+    last = pickle.loads(blobs[-1])
+    assert not any(isinstance(v, deferred.HelperThread) for v in vars(last).values())
+    assert np.isfinite(last.predict(X)).all()
