@@ -113,14 +113,20 @@ def finish_deferred():
 class DeferredWork:
     """:meth:`defer` and :meth:`finish_deferred`, a mixin of Backend."""
 
-    def defer(self, fn, *args):
+    def defer(self, fn, *args, overlap=True):
         """``fn(*args)`` now, or on the fit's helper thread while one runs (the CPU only).
 
         For a backward pass's work that only the optimizer reads, a weight's
         gradient: its inputs must stay unchanged until :meth:`finish_deferred`,
         which the network calls at the end of its backward pass.
+        ``overlap=False`` runs it now: a layer that computes no input gradient
+        (the bottom of the chain) has nothing to run beside it, and handing a
+        call to the helper and waiting for it costs tens of microseconds.
         """
-        defer(fn, *args)
+        if overlap:
+            defer(fn, *args)
+        else:
+            fn(*args)
 
     def finish_deferred(self):
         """Return once every call :meth:`defer` queued in this thread has run."""

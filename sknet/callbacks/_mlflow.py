@@ -102,7 +102,8 @@ class MLflowLogger(Callback):
     length limit (6000 characters) with a trailing ``...``. The model is saved
     with cloudpickle (so layers and callbacks defined in a script or notebook
     travel with it); MLflow 3 loads models only where
-    ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION=true``. ``partial_fit`` is a fit:
+    ``MLFLOW_ALLOW_MODEL_CODE_EXECUTION=true`` (before MLflow 3.18:
+    ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION``). ``partial_fit`` is a fit:
     each call is a run.
 
     With a ``timeout``, MLflow's HTTP settings are set for the fit and put

@@ -89,7 +89,7 @@ class ProgressBar(Callback):
         if self._draws_batches(state):
             self._seen = 0
             self._bar = self._tqdm(
-                total=state.n_train_rows,
+                total=state.epoch_rows,
                 desc=f"epoch {epoch}",
                 unit="rows",
                 leave=False,
@@ -100,7 +100,7 @@ class ProgressBar(Callback):
         if self._bar is not None:
             self._bar.update(size)
             self._seen += size
-            if self._seen >= state.n_train_rows:  # the epoch's last batch
+            if self._seen >= state.epoch_rows:  # the epoch's last batch
                 self._bar.close()
                 self._bar = None
 

@@ -112,6 +112,10 @@ class TrainingState:
         The current epoch, numbered from 1 across warm starts.
     n_train_rows : int
         Rows per epoch.
+    epoch_rows : int
+        Rows the next epoch trains on, the first of its shuffled order:
+        ``n_train_rows`` unless a callback sets fewer between epochs (the
+        anneal of ``learning_rate='anneal'`` trains half epochs).
     batch_size : int
         Rows per batch (all rows with lbfgs).
     history : list of dict
@@ -162,7 +166,7 @@ class TrainingState:
         self.network = network
         self.optimizer = optimizer
         self.epoch = None
-        self.n_train_rows = n_train_rows
+        self.n_train_rows = self.epoch_rows = n_train_rows
         self.batch_size = batch_size
         self.history = history
         self.has_validation = has_validation

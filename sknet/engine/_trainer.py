@@ -313,7 +313,6 @@ class Trainer:
         """
         n_train = data.X.shape[0] if train_rows is None else train_rows.shape[0]
         sample_idx = np.arange(n_train)
-        starts = np.arange(0, n_train, batch_size)
         batch_hooks = [cb for cb in self.callbacks if overrides(cb, "on_batch_end")]
         runner = _epoch_runner(state.estimator)  # None: the batches run here
 
@@ -332,14 +331,14 @@ class Trainer:
                     rng.shuffle(perm)
                     sample_idx = sample_idx[perm]
                 rows = sample_idx if train_rows is None else train_rows[sample_idx]
-                ordered = shuffle or train_rows is not None
+                rows = rows[: min(max(int(state.epoch_rows), 1), n_train)]  # its first rows
+                ordered = shuffle or train_rows is not None or rows.shape[0] < n_train
                 steps = None
                 if self.lengths is not None and runner is None:  # grouped by length
                     rows, steps = self._widths.epoch(rows, self.lengths, batch_size, rng, shuffle)
                     ordered = True
-                sw_sums = None
-                if sample_weight is not None and runner is None:
-                    sw_sums = np.add.reduceat(sample_weight[rows], starts)
+                weighed = sample_weight is not None and runner is None
+                sw_sums = _batch_sums(sample_weight[rows], batch_size) if weighed else None
                 batches = dict(
                     batch_size=batch_size,
                     sw_sums=sw_sums,
@@ -352,7 +351,7 @@ class Trainer:
                 else:
                     order = self.backend.asarray(rows) if ordered else None
                     total = self.run_batches(data, optimizer, order=order, steps=steps, **batches)
-                loss = float(total) / n_train  # the epoch's one read-back
+                loss = float(total) / rows.shape[0]  # the epoch's one read-back
                 if self.end_epoch(state.epoch, loss, evaluate, started):
                     break
         except KeyboardInterrupt:
@@ -410,6 +409,11 @@ def resolve_batch_size(batch_size, n_train, auto=None):
             "Got `batch_size` less than 1 or larger than sample size. It is going to be clipped"
         )
     return int(np.clip(batch_size, 1, n_train))
+
+
+def _batch_sums(w, batch_size):
+    """Each batch's sum of the weights ``w`` of its rows, in order (host numbers)."""
+    return np.add.reduceat(w, np.arange(0, w.shape[0], batch_size))
 
 
 def _shifted(on_batch, offset):

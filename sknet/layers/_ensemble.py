@@ -310,7 +310,10 @@ class EnsembleDense(Layer):
             dZ *= self.params["s"]
         dU = dZ.reshape(n * k, units)
         if train:  # only the optimizer reads it: on the helper thread, if any
-            backend.defer(backend.matmul, cache["Xr"].reshape(n * k, d).T, dU, self.grads["W"])
+            Xr = cache["Xr"].reshape(n * k, d)
+            backend.defer(
+                backend.matmul, Xr.T, dU, self.grads["W"], overlap=not self.skip_input_grad
+            )
         if self.skip_input_grad and not train:
             return None
         dXr = (dU @ self.params["W"].T).reshape(n, k, d)

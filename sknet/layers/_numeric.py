@@ -139,15 +139,15 @@ class _FeatureLinear:
         dZ = dY.reshape(n, F, -1)
         W = self.params["W"]
         if self.trainable:  # W's gradient on the helper thread, if any (Backend.defer)
-            backend = self.backend_
+            backend, overlap = self.backend_, not self.skip_input_grad
             if W.ndim == 2:
                 dZ.reshape(n * F, -1).sum(axis=0, out=self.grads["b"])
                 V2, dZ2 = V.reshape(n * F, m).T, dZ.reshape(n * F, -1)
-                backend.defer(backend.matmul, V2, dZ2, self.grads["W"])
+                backend.defer(backend.matmul, V2, dZ2, self.grads["W"], overlap=overlap)
             else:
                 dZ.sum(axis=0, out=self.grads["b"])
                 Vt, dZt = V.transpose(1, 2, 0), dZ.transpose(1, 0, 2)
-                backend.defer(self.xp.matmul, Vt, dZt, self.grads["W"])
+                backend.defer(self.xp.matmul, Vt, dZt, self.grads["W"], overlap=overlap)
         if self.skip_input_grad:
             return None
         if W.ndim == 2:

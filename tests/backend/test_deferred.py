@@ -106,6 +106,16 @@ def test_backend_defer_writes_a_product_in_place_by_the_wait():
         np.testing.assert_array_equal(out, A @ B)
 
 
+def test_backend_defer_without_overlap_runs_at_once_beside_a_helper():
+    backend, seen = get_backend("cpu"), []
+    with deferred.helper_thread():
+        backend.defer(lambda: seen.append(threading.get_ident()), overlap=False)
+        assert seen == [threading.get_ident()]  # before any wait, on this thread
+        backend.defer(lambda: seen.append(threading.get_ident()))
+        backend.finish_deferred()
+    assert seen[1] != threading.get_ident()
+
+
 # -- in a fit ----------------------------------------------------------------------------
 def table(n=600, seed=0):
     rng = np.random.RandomState(seed)

@@ -1,4 +1,4 @@
-"""What the logger tests share: a small model and data, and the fits of a search."""
+"""What the logger tests share: a small model and data, the fits of a search, MLflow's switch."""
 
 import numpy as np
 from sklearn.model_selection import GridSearchCV
@@ -32,3 +32,11 @@ def search(estimator, n_jobs=2):
     """GridSearchCV over GRID with 2 folds and ``n_jobs`` processes, fitted."""
     X, y = data()
     return GridSearchCV(estimator, GRID, cv=2, n_jobs=n_jobs, error_score="raise").fit(X, y)
+
+
+def allow_mlflow_model_loading(monkeypatch):
+    """Let MLflow load a cloudpickled model back (the variable's name changed in MLflow 3.18)."""
+    import mlflow.environment_variables as env
+
+    new = "MLFLOW_ALLOW_MODEL_CODE_EXECUTION"
+    monkeypatch.setenv(new if hasattr(env, new) else "MLFLOW_ALLOW_PICKLE_DESERIALIZATION", "true")

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from sknet.callbacks import CSVLogger, MLflowLogger, OptunaPruning, TensorBoardLogger
-from tests.callbacks.helpers import data, mlp
+from tests.callbacks.helpers import allow_mlflow_model_loading, data, mlp
 from tests.conftest import local_dask_client
 
 pytest.importorskip("distributed", reason="needs dask.distributed (the distributed extra)")
@@ -58,7 +58,7 @@ def test_the_loggers_write_each_epoch_once_from_the_driver(client, tmp_path, mon
     run_id = fitted.callbacks_[2].run_id_
     assert [p.step for p in store.get_metric_history(run_id, "valid_loss")] == epochs
     assert store.get_run(run_id).info.status == "FINISHED"
-    monkeypatch.setenv("MLFLOW_ALLOW_PICKLE_DESERIALIZATION", "true")
+    allow_mlflow_model_loading(monkeypatch)
     model = mlflow.sklearn.load_model(f"{store.get_run(run_id).info.artifact_uri}/model")
     assert (model.predict(X) == parallel.predict(X)).all()
     assert all(plugins == [] for plugins in fit_plugins(client).values())

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sknet.callbacks import Callback, EarlyStopping, MLflowLogger, TerminateOnNaN
 from sknet.callbacks._mlflow import flat_params
-from tests.callbacks.helpers import GRID, N_FITS, data, mlp, search
+from tests.callbacks.helpers import GRID, N_FITS, allow_mlflow_model_loading, data, mlp, search
 
 mlflow = pytest.importorskip("mlflow", reason='needs mlflow: pip install "sknet-nn[mlflow]"')
 
@@ -26,7 +26,7 @@ def store(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(uri)
     client.create_experiment("sknet", artifact_location=(tmp_path / "artifacts").as_uri())
-    monkeypatch.setenv("MLFLOW_ALLOW_PICKLE_DESERIALIZATION", "true")  # to load models back
+    allow_mlflow_model_loading(monkeypatch)  # to load models back
     return uri, client
 
 

@@ -1,7 +1,9 @@
-"""learning_rate='anneal': the plateau of scikit-learn's rule, then two epochs at lower rates.
+"""learning_rate='anneal': the plateau of scikit-learn's rule, then two half epochs at lower rates.
 
 And the tabular estimators' ``learning_rate_init='auto'``, the rate it starts from.
 """
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,7 @@ from sklearn.datasets import load_digits
 
 from sknet import MLPClassifier, MLPRegressor, TabularClassifier, TabularRegressor
 from sknet.callbacks import Callback
-from sknet.engine._convergence import ANNEAL_EPOCHS, ANNEAL_FACTOR
+from sknet.engine._convergence import ANNEAL_EPOCHS, ANNEAL_FACTOR, ANNEAL_FRACTION
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +84,75 @@ def test_the_anneal_follows_the_plateau_from_the_best_epochs_weights(digits, sol
         np.testing.assert_array_equal(at_plateau, at_best)
     # What the model keeps is the best of all epochs, annealed ones included.
     assert est.best_validation_score_ == max(scores)
+
+
+class RowsSeen(Callback):
+    """The rows each epoch trained on (the sizes of its batches), and ``t_`` after it."""
+
+    def on_train_begin(self, state):
+        self.epochs, self.t = [], []
+
+    def on_epoch_begin(self, state, epoch):
+        self.epochs.append(0)
+
+    def on_batch_end(self, state, batch, size):
+        self.epochs[-1] += size
+
+    def on_epoch_end(self, state, epoch, logs):
+        self.t.append(state.estimator.t_)
+
+
+@pytest.mark.parametrize(
+    "batch_size, half",
+    [
+        (64, 320),  # 540 training rows: 9 batches, the anneal's epochs 5 of them
+        (60, 300),  # 9 batches of 60
+        (270, 270),  # 2 batches: one
+        (600, 540),  # 1 batch: an epoch of one batch stays whole
+    ],
+)
+def test_the_anneals_epochs_train_on_half_the_batches(digits, batch_size, half):
+    X, y = digits
+    est = small(
+        early_stopping=True,
+        n_iter_no_change=1,
+        tol=1e-3,
+        batch_size=batch_size,
+        callbacks=[RowsSeen()],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # batch_size=600 is clipped to the 540 rows
+        est.fit(X, y)
+    seen = est.callbacks_[0]
+    n_train = X.shape[0] - int(np.ceil(0.1 * X.shape[0]))  # less the validation split
+    assert ANNEAL_FRACTION == 0.5 and n_train == 540 and est.n_iter_ > ANNEAL_EPOCHS
+    assert seen.epochs == [n_train] * (est.n_iter_ - ANNEAL_EPOCHS) + [half] * ANNEAL_EPOCHS
+    assert seen.t == list(np.cumsum(seen.epochs))  # t_ counts the rows trained on
+
+
+class FirstRows(Callback):
+    """Every epoch trains on the first ``n`` rows of its order."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def on_train_begin(self, state):
+        state.epoch_rows = self.n
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_epoch_of_fewer_rows_trains_the_first_of_its_order(digits, dtype):
+    # Unshuffled, epochs of the first 200 rows train what a fit on those rows trains.
+    X, y = digits
+    params = dict(shuffle=False, max_iter=3, batch_size=50, dtype=dtype, learning_rate="constant")
+    with pytest.warns(Warning, match="Maximum iterations"):
+        part = small(**params, callbacks=[FirstRows(200)]).fit(X, y)
+    with pytest.warns(Warning, match="Maximum iterations"):
+        alone = small(**params).fit(X[:200], y[:200])
+    for a, b in zip(part.network_.weights(), alone.network_.weights()):
+        np.testing.assert_array_equal(a, b)
+    assert part.loss_curve_ == alone.loss_curve_  # the mean over the rows trained on
+    assert part.t_ == alone.t_ == 600
 
 
 def test_without_early_stopping_the_anneal_watches_the_training_loss(digits):
