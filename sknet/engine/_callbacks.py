@@ -13,6 +13,7 @@ best so far, for the callbacks that watch one.
 
 import copy
 import sys
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -115,7 +116,8 @@ class TrainingState:
     epoch_rows : int
         Rows the next epoch trains on, the first of its shuffled order:
         ``n_train_rows`` unless a callback sets fewer between epochs (the
-        anneal of ``learning_rate='anneal'`` trains half epochs).
+        anneal of ``learning_rate='anneal'`` trains half epochs); a positive
+        integer, more than ``n_train_rows`` meaning all of them.
     batch_size : int
         Rows per batch (all rows with lbfgs).
     history : list of dict
@@ -178,6 +180,16 @@ class TrainingState:
         if name.startswith("__") or "estimator" not in self.__dict__:
             raise AttributeError(name)
         return getattr(self.__dict__["estimator"], name)
+
+    @property
+    def epoch_rows(self):
+        return self.__dict__["_epoch_rows"]
+
+    @epoch_rows.setter
+    def epoch_rows(self, value):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"epoch_rows must be a positive integer of rows, got {value!r}")
+        self.__dict__["_epoch_rows"] = min(int(value), self.n_train_rows)
 
     @property
     def learning_rate(self):

@@ -331,7 +331,7 @@ class Trainer:
                     rng.shuffle(perm)
                     sample_idx = sample_idx[perm]
                 rows = sample_idx if train_rows is None else train_rows[sample_idx]
-                rows = rows[: min(max(int(state.epoch_rows), 1), n_train)]  # its first rows
+                rows = rows[: state.epoch_rows]  # all, or the first (a callback's choice)
                 ordered = shuffle or train_rows is not None or rows.shape[0] < n_train
                 steps = None
                 if self.lengths is not None and runner is None:  # grouped by length

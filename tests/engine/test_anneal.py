@@ -155,6 +155,25 @@ def test_an_epoch_of_fewer_rows_trains_the_first_of_its_order(digits, dtype):
     assert part.t_ == alone.t_ == 600
 
 
+@pytest.mark.parametrize("bad", [0, -3, 2.5, float("nan"), "half", None, True])
+def test_epoch_rows_that_are_not_a_positive_integer_are_refused_by_name(digits, bad):
+    X, y = digits
+    with pytest.raises(ValueError, match="epoch_rows must be a positive integer of rows"):
+        small(max_iter=2, callbacks=[FirstRows(bad)]).fit(X, y)
+
+
+def test_epoch_rows_beyond_the_training_rows_mean_all_of_them(digits):
+    X, y = digits
+    params = dict(max_iter=2, random_state=0, batch_size=100)
+    with pytest.warns(Warning, match="Maximum iterations"):
+        many = small(**params, callbacks=[FirstRows(np.int64(10**6)), RowsSeen()]).fit(X, y)
+    with pytest.warns(Warning, match="Maximum iterations"):
+        plain = small(**params).fit(X, y)
+    assert many.callbacks_[1].epochs == [600, 600]
+    for a, b in zip(many.network_.weights(), plain.network_.weights()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_without_early_stopping_the_anneal_watches_the_training_loss(digits):
     X, y = digits
     est = small(

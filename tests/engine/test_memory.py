@@ -134,6 +134,7 @@ def test_streamed_fit_is_the_in_memory_fit(digits, recorded_streams, make, fit_k
     if in_memory.early_stopping:
         assert in_memory.validation_scores_ == streamed.validation_scores_
     assert_array_equal(in_memory.predict_proba(X), streamed.predict_proba(X))
+    assert in_memory.t_ == streamed.t_  # the anneal's half epochs too
     if in_memory.learning_rate == "anneal":  # it annealed: back to the best, lower rates
         rates = [row["learning_rate"] for row in streamed.history_]
         assert (
