@@ -15,7 +15,7 @@ Two callbacks make sknet end an epoch exactly as
   as scikit-learn 1.6+ ends such a fit). With ``learning_rate='anneal'``
   (sknet's), the first time the count runs out training does not stop: it
   goes back to the best epoch's weights and trains :data:`ANNEAL_EPOCHS`
-  more epochs of :data:`ANNEAL_FRACTION` of the rows each, the rate divided
+  more epochs of :data:`ANNEAL_FRACTION` of the batches each, the rate divided
   by :data:`ANNEAL_FACTOR` before each, then stops.
 
 The trainer calls them first, in that order, before the user's callbacks,

@@ -27,9 +27,9 @@ TRAINING_PARAMETERS_DOC = """
         only. ``'anneal'`` (sknet's, every stochastic solver): the rate stays
         ``learning_rate_init`` until the score stops improving for
         ``n_iter_no_change`` epochs; then, from the best epoch's weights
-        (with ``early_stopping``), two more half epochs (half the training
-        rows each, the first of the epoch's shuffled order) at 1/4 and 1/16
-        of the rate, and training stops.
+        (with ``early_stopping``), two more half epochs (half the epoch's
+        batches each, the first of its shuffled order) at 1/4 and 1/16 of
+        the rate, and training stops.
 
     %(learning_rate_init)s
 
