@@ -183,6 +183,7 @@ class TrainingState:
 
     @property
     def epoch_rows(self):
+        """Rows the next epoch trains on (set it between epochs to train fewer)."""
         return self.__dict__["_epoch_rows"]
 
     @epoch_rows.setter
