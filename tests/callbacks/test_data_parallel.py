@@ -122,6 +122,7 @@ def test_an_anneal_from_the_best_epoch_trains_what_one_process_trains(client):
         r["learning_rate"] for r in alone.history_
     ]
     assert_allclose(parallel.predict_proba(X), alone.predict_proba(X), rtol=0, atol=1e-10)
+    assert parallel.estimator_.t_ == alone.t_ < alone.n_iter_ * 270  # the anneal's half epochs
 
 
 def test_a_callback_that_changes_each_batch_is_refused_by_name(client):
