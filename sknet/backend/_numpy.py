@@ -11,9 +11,9 @@ from sknet.backend._base import Backend
 from sknet.backend._cpu_kernels import KERNELS, require
 from sknet.backend._numpy_conv import NumpyConvolutions
 from sknet.backend._numpy_sequence import NumpySequenceKernels
+from sknet.backend._numpy_tabular import NumpyTabularKernels
 
 _NO_MASK = np.ones(0, dtype=bool)
-_NO_INSIDE = np.ones((1, 1, 1), dtype=bool)  # a kernel's unused output
 
 
 def _contiguous(*arrays, ndim=1):
@@ -21,7 +21,7 @@ def _contiguous(*arrays, ndim=1):
     return all(type(a) is np.ndarray and a.ndim == ndim and a.flags.c_contiguous for a in arrays)
 
 
-class NumpyBackend(NumpySequenceKernels, NumpyConvolutions, Backend):
+class NumpyBackend(NumpySequenceKernels, NumpyTabularKernels, NumpyConvolutions, Backend):
     """Backend running on the host with NumPy (and SciPy for sparse input)."""
 
     def __init__(self):
@@ -198,45 +198,6 @@ class NumpyBackend(NumpySequenceKernels, NumpyConvolutions, Backend):
         return out
 
     # -- dense layers: bias, ReLU and their gradients in one pass
-    def piecewise_linear(self, X, left, inv_width, low, high, inside=None):
-        tables = (left, inv_width, low, high)
-        if self.kernels is None or not _contiguous(X, ndim=2) or not _contiguous(*tables, ndim=2):
-            return super().piecewise_linear(X, left, inv_width, low, high, inside)
-        n, F = X.shape
-        fits = all(t.shape == left.shape and t.dtype == X.dtype for t in tables)
-        fits = fits and left.shape[0] == F and (inside is None or inside.shape == (n, *left.shape))
-        require("piecewise_linear", fits, X, *tables)
-        V = np.empty((n, *left.shape), dtype=X.dtype)
-        mask = _NO_INSIDE if inside is None else inside
-        self.kernels["piecewise_linear"](
-            X, left, inv_width, low, high, V, mask, inside is not None
-        )
-        return V
-
-    def scale_and_sum(self, dZ, U, s, total):
-        if (
-            self.kernels is None
-            or not _contiguous(dZ, U, ndim=3)
-            or not _contiguous(s, total, ndim=2)
-        ):
-            return super().scale_and_sum(dZ, U, s, total)
-        fits = dZ.shape == U.shape and s.shape == total.shape == dZ.shape[1:]
-        require("scale_and_sum", fits and dZ.dtype == U.dtype == s.dtype == total.dtype, dZ, U, s)
-        self.kernels["scale_and_sum"](dZ, U, s, total)
-        return dZ
-
-    def member_matmul(self, A, B):
-        # One product a member, each written in place: NumPy's stacked product on these
-        # transposed views falls back to a loop without BLAS (20x slower for the
-        # gradient of an ensemble head's input).
-        out = np.empty((A.shape[0], A.shape[1], B.shape[2]), dtype=np.result_type(A, B))
-        for i in range(A.shape[1]):
-            if B.shape[1] == 1:  # an outer product: a broadcast product is faster
-                np.multiply(A[:, i, :], B[i, 0], out=out[:, i, :])
-            else:
-                np.matmul(A[:, i, :], B[i], out=out[:, i, :])
-        return out
-
     def bias_activation(self, Z, bias, activation):
         if (
             self.kernels is None

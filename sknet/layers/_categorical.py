@@ -274,35 +274,30 @@ class CategoricalEmbedding(Layer):
         self._arrays = {
             "cards": backend.asarray(cards, self.dtype_),
             "offsets": backend.asarray(self.offsets_, np.int64),
+            "dims": backend.asarray(self.dims_, np.int64),
             "valid": backend.asarray(self._valid, np.int64),
         }
 
     def rows(self, X):
         """The rows of ``'E'`` that codes ``X`` look up (int64, shape of ``X``)."""
-        xp, a = self.xp, self._arrays
-        codes = xp.rint(X)
-        missing = (codes == 0) | (X != X)  # 0 or NaN
-        unknown = ~((codes >= 1) & (codes <= a["cards"]))  # (NaN compares False)
-        codes = xp.where(unknown, a["cards"] + 1, codes)
-        codes = xp.where(missing, 0, codes)
-        return codes.astype(np.int64) + a["offsets"]
+        a = self._arrays
+        return self.backend_.category_rows(X, a["cards"], a["offsets"])
 
     def forward(self, X, *, training):
-        rows = self.rows(X)
+        a = self._arrays
+        rows, Y = self.backend_.embedding_lookup(
+            X, self.params["E"], a["cards"], a["offsets"], a["dims"], a["valid"]
+        )
         if training:
             self._cache["rows"] = rows
-        n = X.shape[0]
-        looked_up = self.params["E"][rows]  # (n, n_columns, D)
-        return self.xp.take(looked_up.reshape(n, -1), self._arrays["valid"], axis=1)
+        return Y
 
     def backward(self, dY):
         if self.trainable:
-            rows, gE = self._cache["rows"], self.grads["E"]
-            n, C = rows.shape
-            full = self.xp.zeros((n, C * gE.shape[1]), dtype=dY.dtype)
-            full[:, self._arrays["valid"]] = dY
-            gE[...] = 0
-            self.backend_.scatter_add_rows(gE, rows.reshape(-1), full.reshape(n * C, -1))
+            a = self._arrays
+            self.backend_.embedding_grad(
+                dY, self._cache["rows"], a["dims"], a["valid"], self.grads["E"]
+            )
         if self.skip_input_grad:
             return None
         return self.xp.zeros((dY.shape[0],) + self.input_shape_, dtype=dY.dtype)

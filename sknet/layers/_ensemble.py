@@ -157,7 +157,7 @@ class EnsembleInput(Layer):
         return Y
 
     def backward(self, dY):
-        return None if self.skip_input_grad else dY.sum(axis=1)
+        return None if self.skip_input_grad else self.backend_.member_sum(dY)
 
 
 class EnsembleDense(Layer):
@@ -278,15 +278,15 @@ class EnsembleDense(Layer):
 
         Xr = xp.multiply(X, self.params["r"], out=buffer("Xr", (n, k, d)))
         U = backend.matmul(Xr.reshape(n * k, d), self.params["W"], out=buffer("U", (n * k, units)))
-        Z = xp.multiply(U.reshape(n, k, units), self.params["s"], out=buffer("Z", (n, k, units)))
-        Z = Z.reshape(n, k * units)
-        bias = self.params["b"].reshape(-1)
+        s, b, Z = self.params["s"], self.params["b"], buffer("Z", (n, k, units))
         if activation_needs_input(act):
-            backend.bias_activation(Z, bias, "identity")
+            backend.scale_bias_activation(U.reshape(n, k, units), s, b, "identity", Z)
+            Z = Z.reshape(n, k * units)
             Y = buffer("Y", (n, k * units))
             backend.activation_forward(act, Z, Y)
-        else:  # bias and activation in place, one call
-            Y = backend.bias_activation(Z, bias, act)
+        else:  # adapter, bias and activation in place, one call
+            Z = backend.scale_bias_activation(U.reshape(n, k, units), s, b, act, Z)
+            Y = Z = Z.reshape(n, k * units)
         if training:
             self._cache = {"X": X, "Xr": Xr, "U": U, "Z": Z, "Y": Y}
         return Y.reshape(n, k, units)
@@ -300,13 +300,18 @@ class EnsembleDense(Layer):
         if activation_needs_input(act):
             dY = backend.activation_backward(act, dY, cache["Y"], cache["Z"], dY)
             act = "identity"
-        db = self.grads["b"].reshape(-1) if train else None
-        dZ = backend.bias_activation_grad(dY, cache["Y"], act, db).reshape(n, k, units)
-        if train:  # s's gradient, and dZ becomes the gradient of U
-            backend.scale_and_sum(
-                dZ, cache["U"].reshape(n, k, units), self.params["s"], self.grads["s"]
+        if train:  # b's and s's gradients, and dY becomes the gradient of U
+            dZ = backend.scale_bias_activation_grad(
+                dY.reshape(n, k, units),
+                cache["Y"].reshape(n, k, units),
+                act,
+                cache["U"].reshape(n, k, units),
+                self.params["s"],
+                self.grads["b"],
+                self.grads["s"],
             )
         else:
+            dZ = backend.bias_activation_grad(dY, cache["Y"], act, None).reshape(n, k, units)
             dZ *= self.params["s"]
         dU = dZ.reshape(n * k, units)
         if train:  # only the optimizer reads it: on the helper thread, if any

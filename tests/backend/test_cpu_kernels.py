@@ -19,6 +19,7 @@ from numpy.testing import assert_allclose
 
 from sknet.backend import _cpu_kernels
 from sknet.backend._numpy import NumpyBackend
+from sknet.backend._tabular_kernels import TabularKernels
 from tests.conftest import GenericBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +221,101 @@ def test_the_distributed_extras_imports_change_no_model(tmp_path):
     alone = _fit_in_a_fresh_interpreter("alone", tmp_path)
     with_dask = _fit_in_a_fresh_interpreter("dask", tmp_path)
     assert alone == with_dask
+
+
+def _fused_and_plain():
+    fused, plain = NumpyBackend(), GenericBackend()
+    if fused.kernels is None:
+        pytest.skip("numba is not installed: no compiled kernel to compare")
+    return fused, plain
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_category_lookups_are_the_numpy_code_bit_for_bit(dtype):
+    fused, plain = _fused_and_plain()
+    rng = np.random.RandomState(0)
+    cards, dims = np.array([3, 0, 7], dtype), np.array([2, 1, 4], np.int64)
+    rows_per_column = cards.astype(np.int64) + 2
+    offsets = (np.cumsum(rows_per_column) - rows_per_column).astype(np.int64)
+    D = int(dims.max())
+    E = rng.standard_normal((int(rows_per_column.sum()), D)).astype(dtype)
+    valid = np.flatnonzero((np.arange(D) < dims[:, None]).ravel())
+    # every kind of code: categories, halves (rounded to even), 0 and NaN (missing),
+    # negative, above the cardinality and infinite (unknown)
+    codes = [1, 2, 3, 2.5, 0.4, 0, np.nan, -1, 4, 8, np.inf, -np.inf, 6.6]
+    X = rng.choice(np.array(codes, dtype), size=(41, 3))
+    rows, Y = fused.embedding_lookup(X, E, cards, offsets, dims, valid)
+    rows_plain, Y_plain = plain.embedding_lookup(X, E, cards, offsets, dims, valid)
+    np.testing.assert_array_equal(rows, rows_plain)
+    np.testing.assert_array_equal(Y, Y_plain)
+    assert Y.shape == (41, int(dims.sum())) and Y.dtype == dtype
+    assert set(np.unique(rows[:, 1])) <= {offsets[1], offsets[1] + 1}  # no category: 2 rows
+
+    dY = rng.standard_normal(Y.shape).astype(dtype)
+    gE, gE_plain = np.full_like(E, 7.0), np.full_like(E, 7.0)  # overwritten, not added to
+    fused.embedding_grad(dY, rows, dims, valid, gE)
+    plain.embedding_grad(dY, rows, dims, valid, gE_plain)
+    np.testing.assert_array_equal(gE, gE_plain)
+    expected = np.zeros((len(E), D))
+    for i in range(len(X)):
+        parts = np.split(dY[i].astype(np.float64), np.cumsum(dims)[:-1])
+        for c, part in enumerate(parts):
+            expected[rows[i, c], : dims[c]] += part
+    assert_allclose(gE, expected, rtol=1e-5, atol=1e-5)
+
+    with pytest.raises(ValueError, match="embedding_lookup"):
+        fused.embedding_lookup(X, E[:-1].copy(), cards, offsets, dims, valid)  # rows short
+    with pytest.raises(ValueError, match="embedding_grad"):
+        fused.embedding_grad(dY[:, :-1].copy(), rows, dims, valid, gE)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("activation", ["relu", "identity"])
+def test_fused_adapter_bias_and_activation_are_the_numpy_code_bit_for_bit(dtype, activation):
+    fused, plain = _fused_and_plain()
+    rng = np.random.RandomState(1)
+    U = rng.standard_normal((33, 3, 10)).astype(dtype)
+    s, b = (rng.standard_normal((3, 10)).astype(dtype) for _ in range(2))
+    Z, Z_plain = np.empty_like(U), np.empty_like(U)
+    assert fused.scale_bias_activation(U, s, b, activation, Z) is Z
+    plain.scale_bias_activation(U, s, b, activation, Z_plain)
+    np.testing.assert_array_equal(Z, Z_plain)
+    want = U.astype(np.float64) * s + b
+    assert_allclose(Z, np.maximum(want, 0) if activation == "relu" else want, rtol=1e-5, atol=1e-6)
+
+    # the gradient: one pass, against the two kernels it fuses (the bias's and the
+    # adapter's) bit for bit, and the NumPy code (whose sums run in another order)
+    dY = rng.standard_normal(U.shape).astype(dtype)
+    out = [(dY.copy(), np.empty_like(s), np.empty_like(s)) for _ in range(3)]
+    fused.scale_bias_activation_grad(out[0][0], Z, activation, U, s, out[0][1], out[0][2])
+    TabularKernels.scale_bias_activation_grad(fused, out[1][0], Z, activation, U, s, *out[1][1:])
+    plain.scale_bias_activation_grad(out[2][0], Z, activation, U, s, out[2][1], out[2][2])
+    for ours, two_kernels, numpy_code in zip(*out):
+        np.testing.assert_array_equal(ours, two_kernels)
+        assert_allclose(ours, numpy_code, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
+    g = dY.astype(np.float64) * ((Z > 0) if activation == "relu" else 1)
+    assert_allclose(out[0][0], g * s, rtol=1e-5, atol=1e-6)
+    assert_allclose(out[0][1], g.sum(0), rtol=1e-4, atol=1e-5)
+    assert_allclose(out[0][2], (g * U).sum(0), rtol=1e-4, atol=1e-5)
+
+    with pytest.raises(ValueError, match="scale_bias_activation"):
+        fused.scale_bias_activation(U, s[:2].copy(), b, activation, Z)
+    with pytest.raises(ValueError, match="scale_bias_activation_grad"):
+        fused.scale_bias_activation_grad(dY, Z, activation, U, s, out[0][1][:2].copy(), s)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_member_sum_and_outer_products_are_the_numpy_code(dtype):
+    fused, plain = _fused_and_plain()
+    rng = np.random.RandomState(2)
+    X = rng.standard_normal((31, 4, 9)).astype(dtype)
+    np.testing.assert_array_equal(fused.member_sum(X), plain.member_sum(X))
+    np.testing.assert_array_equal(fused.member_sum(X), X.sum(axis=1))
+    # an inner dimension of one: the ensemble head's input gradient for one output,
+    # its weights transposed (strided)
+    A = rng.standard_normal((31, 4, 1)).astype(dtype)
+    B = rng.standard_normal((4, 9, 1)).astype(dtype).transpose(0, 2, 1)
+    ours = fused.member_matmul(A, B)
+    assert ours.shape == (31, 4, 9) and ours.flags.c_contiguous and ours.dtype == dtype
+    np.testing.assert_array_equal(ours, plain.member_matmul(A, B))
+    np.testing.assert_array_equal(ours, A * B[:, 0][None])

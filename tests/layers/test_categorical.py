@@ -74,6 +74,7 @@ def test_float32_holds_codes_exactly_up_to_2_to_the_24():
     layer = CategoricalEmbedding(cards, dims=1)
     layer.cardinalities = cards  # the table of 2**24 rows is not built: only the codes
     layer.backend_, layer.dtype_, layer.offsets_ = get_backend("cpu"), np.dtype("float32"), [0]
+    layer.dims_ = [1]
     layer._valid = np.array([0])
     layer._place()
     codes = np.array([[2**24], [2**24 - 1], [2**24 + 1]], dtype=np.float32)
