@@ -121,31 +121,56 @@ class NumericScaler:
         return self
 
     def transform(self, X, out):
-        """Write the mapped columns of ``X`` into ``out`` (same shape); NaN to the median."""
-        for j in range(X.shape[1]):
-            values = X[:, j]
-            missing = np.isnan(values)
-            if missing.any():
-                values = np.where(missing, self.medians_[j], values)
-            out[:, j] = self.map_column(j, values)
+        """Write the mapped columns of ``X`` into ``out`` (same shape); NaN to the median.
+
+        The columns' ranks are taken one by one, the normal quantiles of all at once
+        (a one-row prediction makes a few calls a column, not a dozen)."""
+        if X.shape[0] > _TRANSFORM_ROWS:  # in blocks: the ranks' float64 stay small
+            for start in range(0, X.shape[0], _TRANSFORM_ROWS):
+                stop = start + _TRANSFORM_ROWS
+                self.transform(X[start:stop], out[start:stop])
+            return out
+        missing = np.isnan(X)
+        if missing.any():
+            X = np.where(missing, self.medians_, X)
+        if self.scaling != "quantile":
+            for j in range(X.shape[1]):
+                out[:, j] = self.map_column(j, X[:, j])
+            return out
+        ranks = np.empty(X.shape)
+        constant = [j for j in range(X.shape[1]) if not self._rank(j, X[:, j], ranks[:, j])]
+        out[...] = ndtri(np.clip(ranks, _BOUND, 1 - _BOUND))
+        out[:, constant] = 0.0
         return out
+
+    def _rank(self, j, values, out):
+        """Column ``j``'s quantile rank of ``values`` into ``out``; False for a column of
+        one value (whose map is 0)."""
+        quantiles = self.quantiles_[j]
+        if quantiles.size < 2 or quantiles[0] == quantiles[-1]:
+            return False
+        levels = _levels(quantiles.size)
+        # Forward and backward interpolation averaged: ties go to the middle.
+        out[...] = 0.5 * (
+            np.interp(values, quantiles, levels)
+            - np.interp(-values, -quantiles[::-1], -levels[::-1])
+        )
+        return True
 
     def map_column(self, j, values):
         """Column ``j``'s map of ``values`` (no missing value among them), value by value."""
         if self.scaling == "quantile":
-            quantiles = self.quantiles_[j]
-            if quantiles.size < 2 or quantiles[0] == quantiles[-1]:
+            rank = np.empty(values.shape)
+            if not self._rank(j, values, rank):
                 return np.zeros_like(values)
-            levels = _levels(quantiles.size)
-            # Forward and backward interpolation averaged: ties go to the middle.
-            rank = 0.5 * (
-                np.interp(values, quantiles, levels)
-                - np.interp(-values, -quantiles[::-1], -levels[::-1])
-            )
             return ndtri(np.clip(rank, _BOUND, 1 - _BOUND))
         if self.scaling is None:
             return values
         return (values - self.offsets_[j]) / self.scales_[j]
+
+
+#: Rows mapped at a time by ``transform`` (its temporaries: a few float64 copies of them).
+_TRANSFORM_ROWS = 16384
 
 
 @functools.lru_cache(maxsize=64)

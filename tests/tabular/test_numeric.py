@@ -140,3 +140,24 @@ def test_bins_of_constant_missing_and_bad_requests():
     np.testing.assert_array_equal(edges[1], [-0.5, 0.5])
     with pytest.raises(ValueError, match="n_bins must be a positive integer, got 0"):
         bin_edges(columns(), 0)
+
+
+@pytest.mark.parametrize("scaling", ["quantile", "robust", "standard", None])
+def test_a_table_maps_as_its_columns_one_by_one_in_blocks_or_whole(scaling, monkeypatch):
+    # transform maps all the columns at once, in blocks of rows: the same numbers as
+    # each column's own map, and as a block of one row (a one-row predict)
+    from sknet.tabular import _numeric
+
+    X = np.column_stack([columns(n=90), np.full(90, 2.5)])  # a constant column too
+    X[::5, 0], X[::3, 3] = np.nan, np.nan
+    scaler = NumericScaler(scaling).fit(X)
+    whole = scaler.transform(X, np.empty_like(X))
+    filled = np.where(np.isnan(X), scaler.medians_, X)
+    by_column = np.column_stack([scaler.map_column(j, filled[:, j]) for j in range(4)])
+    np.testing.assert_array_equal(whole, by_column)
+    if scaling == "quantile":
+        np.testing.assert_array_equal(whole[:, 3], 0.0)
+    monkeypatch.setattr(_numeric, "_TRANSFORM_ROWS", 7)
+    np.testing.assert_array_equal(scaler.transform(X, np.empty_like(X)), whole)
+    out32 = scaler.transform(X[4:5], np.empty((1, 4), np.float32))
+    np.testing.assert_array_equal(out32, whole[4:5].astype(np.float32))
