@@ -192,8 +192,7 @@ class Network:
         keep = backend.xp if on_device and backend.name.startswith("cuda") else None
         chunks = []
         with backend.device_context():
-            # a chunk is at least 64 rows: fewer need no sizing (a one-row predict)
-            step = max(1, X.shape[0]) if X.shape[0] <= 64 else self.predict_chunk_rows()
+            step = self.predict_chunk_rows()
             for start in range(0, X.shape[0], step):
                 Xb = backend.asarray(X[start : start + step], self.input_dtype)
                 Z = self.forward(Xb, training=False, stop=stop)

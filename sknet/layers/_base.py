@@ -3,6 +3,7 @@
 import copy
 import functools
 import inspect
+import math
 import re
 
 import numpy as np
@@ -382,7 +383,7 @@ class Layer(TreeNode, LayerArrays, BaseEstimator):
         intermediates stay small enough for the caches. Layers that build
         something larger than their output (patch matrices) say so.
         """
-        return int(np.prod(self.output_shape_))
+        return math.prod(int(size) for size in self.output_shape_)
 
 
 def build_layer(layer, input_shape, *, backend, dtype, rng):

@@ -335,7 +335,7 @@ class PiecewiseLinearEncoding(_FeatureLinear, Layer):
         return self
 
     def values_per_sample(self):
-        return int(np.prod(self._tables["left"].shape)) * 2 + super().values_per_sample()
+        return self._tables["left"].size * 2 + super().values_per_sample()
 
     def __getstate__(self):
         state = super().__getstate__()
