@@ -15,7 +15,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from sknet.tabular._categorical import category_lookup, encode_categories, learn_categories
+from sknet.tabular._categorical import (
+    FEW_ROWS,
+    category_lookup,
+    encode_categories,
+    encode_few_categories,
+    learn_categories,
+)
 from sknet.tabular._codes import numeric_codes
 from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, bin_edges
@@ -325,10 +331,17 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         start = self.output_groups_["categorical"].start
         columns = X.values_of(self.categorical_features_)
         lookups = self._category_lookups()
-        for i, (j, categories) in enumerate(zip(self.categorical_features_, self.categories_)):
-            codes = encode_categories(columns[i], categories, dtype, X.label(j), lookups[i])
-            out[:, start + i] = codes
         n_cat = len(self.categorical_features_)
+        if X.shape[0] <= FEW_ROWS and all(c.dtype.kind in "Ob" for c in columns):
+            labels = [X.label(j) for j in self.categorical_features_]
+            codes = np.empty((X.shape[0], n_cat), dtype=dtype)  # a row at predict, say
+            codes = encode_few_categories(columns, self.categories_, lookups, labels, codes)
+            out[:, start : start + n_cat] = codes
+        else:
+            categories = self.categories_
+            for i, (j, column) in enumerate(zip(self.categorical_features_, columns)):
+                codes = encode_categories(column, categories[i], dtype, X.label(j), lookups[i])
+                out[:, start + i] = codes
         for i, (j, position) in enumerate(zip(self.code_features_, self._code_positions)):
             k = n_cat + i
             codes = encode_categories(

@@ -187,13 +187,18 @@ class Table:
         """
         out = np.empty((self.shape[0], len(columns)), dtype=dtype)
         block = self._pandas_block(columns, "iuf")
-        for i, j in enumerate(columns):
-            out[:, i] = self._numbers(j, why) if block is None else block[:, i]
-            if np.isinf(out[:, i]).any():
-                raise ValueError(
-                    f"Input X contains infinity in column {self.label(j)}: a numeric column "
-                    "may hold missing values (NaN), not infinite ones."
-                )
+        if block is not None:
+            out[...] = block
+        else:
+            for i, j in enumerate(columns):
+                out[:, i] = self._numbers(j, why)
+        infinite = np.isinf(out).any(axis=0)
+        if infinite.any():
+            j = columns[int(np.flatnonzero(infinite)[0])]
+            raise ValueError(
+                f"Input X contains infinity in column {self.label(j)}: a numeric column "
+                "may hold missing values (NaN), not infinite ones."
+            )
         return out
 
     def _numbers(self, j, why):

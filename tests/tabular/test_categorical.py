@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from sknet.tabular._categorical import encode_categories, learn_categories
+from sknet.tabular._categorical import (
+    category_lookup,
+    encode_categories,
+    encode_few_categories,
+    learn_categories,
+)
 
 
 def test_codes_are_missing_then_sorted_categories_then_unknown():
@@ -100,3 +105,44 @@ def test_many_values_are_coded_by_a_hash_table_as_the_dict_codes_them():
         encode_categories(
             np.array([("a", 1)] * 300 + ["c1"], dtype=object), categories, label="'x'"
         )
+
+
+def _few(columns, categories, labels=None):
+    labels = labels or [f"'c{i}'" for i in range(len(columns))]
+    lookups = [category_lookup(c) for c in categories]
+    out = np.full((len(columns[0]), len(columns)), -1.0, dtype=np.float32)
+    return encode_few_categories(columns, categories, lookups, labels, out)
+
+
+def test_a_few_rows_get_the_codes_of_encode_categories():
+    # The path of a one-row predict: every kind of value a column of objects holds.
+    pd = pytest.importorskip("pandas")
+    categories = [
+        np.array(["a", "b", "c"], dtype=object),
+        np.array([1.5, 2, "a", "b"], dtype=object),  # mixed types
+        np.array([1, 2], dtype=object),  # numbers: strings are unknown
+        np.array([False, True], dtype=object),
+        np.array([], dtype=object),  # no category: all unknown or missing
+    ]
+    columns = [
+        objects("c", "zz", None, np.nan, "a", pd.NA),
+        objects(2, "a", 1.5, None, "b", 3),
+        objects("1", 2, 2.0, np.nan, 1, "x"),
+        objects(True, None, False, np.True_, 1, 0),
+        objects("a", None, 1, np.nan, "b", pd.NA),
+    ]
+    expected = np.stack(
+        [encode_categories(c, k, np.float32) for c, k in zip(columns, categories)], axis=1
+    )
+    assert_array_equal(_few(columns, categories), expected)
+    assert expected[:, 0].tolist() == [3, 4, 0, 0, 1, 0]
+    for rows in ([0], [2, 5], [4]):  # one row, two: the same codes as in the whole
+        assert_array_equal(_few([c[rows] for c in columns], categories), expected[rows])
+
+
+def test_a_few_rows_refuse_values_that_cannot_be_categories_by_column():
+    categories = [np.array(["a"], dtype=object), np.array(["a", "b"], dtype=object)]
+    for value, name in [(["x"], "list"), (("x",), "tuple"), ({"k": 1}, "dict")]:
+        columns = [objects("a"), objects(value)]
+        with pytest.raises(TypeError, match=f"Column 'c1' is categorical.*of type {name}"):
+            _few(columns, categories)

@@ -209,3 +209,25 @@ def test_a_pickle_from_before_the_public_plan_gets_it():
     for name, value in expected.items():
         np.testing.assert_array_equal(getattr(loaded, name), value)
     np.testing.assert_array_equal(loaded.transform(table()), encoder.transform(table()))
+
+
+def test_a_few_rows_are_encoded_as_the_same_rows_of_a_large_table(monkeypatch):
+    # Up to 64 rows (a one-row predict) the codes of object columns are taken a value at a
+    # time and the numbers all at once: each row as the large table's path encodes it.
+    from sknet.tabular import _encoder
+
+    calls = []
+    few = _encoder.encode_few_categories
+    monkeypatch.setattr(
+        _encoder, "encode_few_categories", lambda *a: calls.append(len(a[-1])) or few(*a)
+    )
+    frame = table(300)
+    frame.loc[[3, 7], "kind"] = "castle"  # unknown
+    frame["city"] = frame["city"].cat.add_categories(["brest"])
+    frame.loc[5, "city"] = "brest"  # unknown
+    frame.loc[[4, 8], "city"] = np.nan
+    encoder = TabularEncoder().fit(frame.iloc[10:])
+    whole = encoder.transform(frame)
+    for rows in ([3], [4, 5], list(range(64)), list(range(2, 9))):
+        np.testing.assert_array_equal(encoder.transform(frame.iloc[rows]), whole[rows])
+    assert calls == [1, 2, 64, 7]  # the few rows' path, never the large table's
