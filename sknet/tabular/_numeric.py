@@ -138,7 +138,10 @@ class NumericScaler:
                 out[:, j] = self.map_column(j, X[:, j])
             return out
         ranks = np.empty(X.shape)
-        constant = [j for j in range(X.shape[1]) if not self._rank(j, X[:, j], ranks[:, j])]
+        if X.shape[0] <= _FEW_ROWS and X.shape[1] >= _MANY_COLUMNS:  # a one-row predict
+            constant = self._rank_all(X, ranks)
+        else:
+            constant = [j for j in range(X.shape[1]) if not self._rank(j, X[:, j], ranks[:, j])]
         out[...] = ndtri(np.clip(ranks, _BOUND, 1 - _BOUND))
         out[:, constant] = 0.0
         return out
@@ -157,6 +160,24 @@ class NumericScaler:
         )
         return True
 
+    def _rank_all(self, X, out):
+        """:meth:`_rank` of every column of a few rows ``X`` at once, into ``out``; the
+        columns of one value (not ranked). The same numbers: NumPy's ``interp``, step
+        for step, over every column's reference quantiles side by side."""
+        made = self.__dict__.get("_references")
+        if made is None or made[0] is not self.quantiles_:  # made once a fit
+            made = self.__dict__["_references"] = (self.quantiles_, _side_by_side(self.quantiles_))
+        xp, fp, sizes, constant = made[1]
+        both = _interp_columns(np.concatenate([X, -X], axis=1), xp, fp, sizes)
+        n = X.shape[1]
+        out[...] = 0.5 * (both[:, :n] - both[:, n:])
+        return constant
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_references", None)  # made again from quantiles_ when used
+        return state
+
     def map_column(self, j, values):
         """Column ``j``'s map of ``values`` (no missing value among them), value by value."""
         if self.scaling == "quantile":
@@ -171,6 +192,57 @@ class NumericScaler:
 
 #: Rows mapped at a time by ``transform`` (its temporaries: a few float64 copies of them).
 _TRANSFORM_ROWS = 16384
+#: Rows up to which ``transform`` ranks all columns at once (each value compared with
+#: each reference quantile of its column: cheap for a row or a few, not for many), for
+#: tables of at least ``_MANY_COLUMNS`` (fewer are ranked as fast a column at a time).
+#: One row of 36 numeric columns: 0.6 ms -> 0.2 ms; of 17: 0.33 -> 0.18 ms; of 9: level.
+_FEW_ROWS = 4
+_MANY_COLUMNS = 8
+
+
+def _side_by_side(quantiles):
+    """Each column's reference quantiles and levels as rows of one array (padded with
+    +inf), then the same mirrored (``-q[::-1]``, as :meth:`NumericScaler._rank`
+    interpolates backward): ``(xp, fp, sizes)`` of ``2 * n_columns`` rows; and the
+    columns of one value (given ``[0, 1]``)."""
+    n = len(quantiles)
+    width = max([q.size for q in quantiles] + [2])
+    xp, fp = np.full((2 * n, width), np.inf), np.zeros((2 * n, width))
+    sizes, constant = np.empty(2 * n, dtype=np.intp), []
+    for j, q in enumerate(quantiles):
+        if q.size < 2 or q[0] == q[-1]:
+            constant.append(j)
+            q = np.array([0.0, 1.0])  # ranked as any, then mapped to 0
+        levels = _levels(q.size)
+        xp[j, : q.size], fp[j, : q.size] = q, levels
+        xp[n + j, : q.size], fp[n + j, : q.size] = -q[::-1], -levels[::-1]
+        sizes[j] = sizes[n + j] = q.size
+    return xp, fp, sizes, constant
+
+
+def _interp_columns(X, xp, fp, sizes):
+    """``np.interp(X[:, j], xp[j, :sizes[j]], fp[j, :sizes[j]])`` for every column ``j``
+    of ``X`` at once, as NumPy computes it: the last reference at or below a value, its
+    own level where the value is that reference or past the last, the first level below
+    the first, else ``slope * (x - x0) + y0`` (and NumPy's fallbacks where that is NaN)."""
+    width = xp.shape[1]
+    below = (xp[None, :, :] <= X[:, :, None]).sum(axis=2) - 1  # -1: under the first
+    last = sizes - 1
+    row = np.arange(xp.shape[0]) * width
+    at = row + np.clip(below, 0, last - 1)  # flat indices of each value's segment
+    x0, x1, y0, y1 = xp.take(at), xp.take(at + 1), fp.take(at), fp.take(at + 1)
+    with np.errstate(all="ignore"):
+        slope = (y1 - y0) / (x1 - x0)
+        values = slope * (X - x0) + y0
+        undefined = np.isnan(values)
+        if undefined.any():
+            again = slope * (X - x1) + y1
+            again = np.where(np.isnan(again) & (y0 == y1), y0, again)
+            values = np.where(undefined, again, values)
+    values = np.where(x0 == X, y0, values)
+    values = np.where(below >= last, fp.take(row + last), values)
+    values = np.where(below < 0, fp[:, 0], values)
+    return np.where(np.isnan(X), X, values)
 
 
 @functools.lru_cache(maxsize=64)

@@ -161,3 +161,55 @@ def test_a_table_maps_as_its_columns_one_by_one_in_blocks_or_whole(scaling, monk
     np.testing.assert_array_equal(scaler.transform(X, np.empty_like(X)), whole)
     out32 = scaler.transform(X[4:5], np.empty((1, 4), np.float32))
     np.testing.assert_array_equal(out32, whole[4:5].astype(np.float32))
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 4])
+def test_a_few_rows_are_ranked_all_columns_at_once_as_one_by_one(n_rows, monkeypatch):
+    # A one-row predict ranks every column in one pass over their reference quantiles,
+    # as np.interp computes each column's: the same bits on values at a reference, between
+    # two, at ties, below the first and past the last, and for a column of one value.
+    import pickle
+
+    from sknet.tabular import _numeric
+
+    rng = np.random.RandomState(0)
+    n = 3000
+    X = np.column_stack(
+        [
+            rng.normal(size=n),
+            rng.randint(0, 5, n).astype(float),  # ties among the references
+            np.full(n, 2.0),  # one value
+            rng.exponential(size=n),
+            np.round(rng.normal(size=n), 1),
+            rng.normal(size=n) * 1e-300,  # tiny steps
+        ]
+        + [rng.uniform(size=n) for _ in range(4)]  # enough columns for the one pass
+    )
+    X[rng.rand(n) < 0.1, 3] = np.nan
+    scaler = NumericScaler("quantile").fit(X)
+    references = np.array([[q[i % q.size] for q in scaler.quantiles_] for i in range(40)])
+    new = np.vstack([X[:60], references, -X[60:70] * 3, X[70:80] * 3, np.nan * X[:1]])
+    one_by_one = np.column_stack(
+        [scaler.map_column(j, np.where(np.isnan(new[:, j]), scaler.medians_[j], new[:, j]))
+         for j in range(X.shape[1])]
+    )  # fmt: skip
+    calls = []
+    rank_all = NumericScaler._rank_all
+    monkeypatch.setattr(
+        NumericScaler, "_rank_all", lambda self, *a: calls.append(1) or rank_all(self, *a)
+    )
+    for start in range(0, len(new), n_rows):
+        rows = new[start : start + n_rows]
+        out = scaler.transform(rows, np.empty(rows.shape))
+        np.testing.assert_array_equal(out, one_by_one[start : start + n_rows])
+    assert len(calls) == -(-len(new) // n_rows)  # every block took the one pass
+    assert "_references" not in pickle.loads(pickle.dumps(scaler)).__dict__  # made again
+    monkeypatch.setattr(_numeric, "_MANY_COLUMNS", 100)  # fewer columns: one by one
+    scaler.transform(new[:1], np.empty((1, X.shape[1])))
+    assert len(calls) == -(-len(new) // n_rows)
+    refitted = scaler.fit(X[::-1] * 2)  # a new fit: new references
+    monkeypatch.setattr(_numeric, "_MANY_COLUMNS", 8)
+    again = refitted.transform(X[:1] * 2, np.empty((1, X.shape[1])))
+    filled = np.where(np.isnan(X[:1] * 2), refitted.medians_, X[:1] * 2)
+    expected = [refitted.map_column(j, filled[:, j]) for j in range(X.shape[1])]
+    np.testing.assert_array_equal(again, np.column_stack(expected))
