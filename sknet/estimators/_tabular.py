@@ -105,11 +105,8 @@ class TabularMixin:
         if isinstance(table, RemoteTable):  # rows on a cluster: each worker encodes its own
             width = int(self.encoder_.output_groups_["categorical"].stop)
             return table.stand_in(width, self._np_dtype)
-        with warnings.catch_warnings():
-            # The estimator has checked the column names already, and said so.
-            for message in _NAME_WARNINGS:
-                warnings.filterwarnings("ignore", message=message, category=UserWarning)
-            return self.encoder_.transform(table)
+        # The estimator has checked the columns already (and warned of their names).
+        return self.encoder_._encode_table(table)
 
     def _validate_Xy(self, X, y, reset, names=("X", "y"), **kwargs):
         # The table is checked here and encoded by _apply_plan, once the plan is learned

@@ -67,6 +67,15 @@ PLAN_FREQUENCY_DOC = """
 """
 
 
+def _refuse_empty(encoder, X):
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        what = "sample" if X.shape[0] < 1 else "feature"
+        raise ValueError(
+            f"Found array with 0 {what}(s) (shape={X.shape}) while a minimum of 1 "
+            f"is required by {type(encoder).__name__}."
+        )
+
+
 class TabularEncoder(TransformerMixin, BaseEstimator):
     """Numbers scaled, missing values flagged, categories coded: a table as one matrix.
 
@@ -207,12 +216,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     def _table(self, X, reset):
         X = as_table(X)
         check_columns(self, X, reset)
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            what = "sample" if X.shape[0] < 1 else "feature"
-            raise ValueError(
-                f"Found array with 0 {what}(s) (shape={X.shape}) while a minimum of 1 "
-                f"is required by {type(self).__name__}."
-            )
+        _refuse_empty(self, X)
         return X
 
     def fit(self, X, y=None, sample_weight=None):
@@ -318,7 +322,17 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             ``[numbers | indicators | codes]``, see ``output_groups_``.
         """
         check_is_fitted(self)
-        X = self._table(X, reset=False)
+        return self._encode_table(self._table(X, reset=False))
+
+    def _encode_table(self, X):
+        """:meth:`transform` of a table whose columns are checked already.
+
+        For the tabular estimators, which read and check ``X`` themselves
+        (:func:`~sknet.tabular._table.as_table`, :func:`~sknet.tabular._table.check_columns`):
+        a NumPy array whatever ``set_output`` says, no second check of the
+        columns (a one-row predict's time).
+        """
+        _refuse_empty(self, X)
         dtype = np.dtype(self.dtype)
         out = np.empty((X.shape[0], self.output_groups_["categorical"].stop), dtype=dtype)
         numbers = X.numbers(self.numeric_features_)

@@ -313,14 +313,14 @@ def test_each_row_is_encoded_once_on_its_worker_in_the_fits_dtype(threads, monke
     y = labels(signal)
     X, dy = on_dask(frame, y)
     encoded = []
-    transform = TabularEncoder.transform
+    encode = TabularEncoder._encode_table  # every encoding: transform's and the estimator's
 
     def counted(self, table):
-        out = transform(self, table)
+        out = encode(self, table)
         encoded.append((out.shape[0], out.dtype))
         return out
 
-    monkeypatch.setattr(TabularEncoder, "transform", counted)
+    monkeypatch.setattr(TabularEncoder, "_encode_table", counted)
     est = small(TabularClassifier, dtype="float32", early_stopping=True, max_iter=3)
     parallel = DataParallel(est, client=threads, sync_every=2).fit(X, dy)
     assert len(parallel.estimator_.history_) == 3

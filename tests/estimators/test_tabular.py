@@ -603,3 +603,22 @@ def test_the_batches_of_a_tabular_fit_run_on_one_blas_thread(monkeypatch):
         after = max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
     assert seen and set(seen) == {1}  # small products: OpenBLAS's threads collapse under load
     assert after == 2  # the user's setting is back after the fit
+
+
+def test_one_row_predicts_what_the_whole_table_predicts_under_pandas_output():
+    # A one-row predict takes the few rows' paths (codes a value at a time, the numbers
+    # ranked all at once); scikit-learn's transform_output="pandas" changes nothing inside.
+    from sklearn import config_context
+
+    X, signal = table(200, seed=3)
+    X["wide"] = X["float"] * 2  # enough numeric columns for the few rows' ranking
+    for i in range(7):
+        X[f"extra{i}"] = np.random.RandomState(i).normal(size=len(X))
+    clf = TabularClassifier(**SMALL).fit(X, labels(signal))
+    whole = clf.predict_proba(X)
+    rows = [clf.predict_proba(X.iloc[[i]])[0] for i in range(0, len(X), 7)]
+    assert_allclose(rows, whole[::7], rtol=1e-6, atol=1e-7)
+    with config_context(transform_output="pandas"):
+        assert_array_equal(clf.predict_proba(X), whole)
+        refit = clone(clf).fit(X, labels(signal))
+    assert_array_equal(refit.predict_proba(X), whole)
