@@ -67,6 +67,20 @@ PLAN_FREQUENCY_DOC = """
 """
 
 
+def _category_codes(encoder, X, lookups, dtype):
+    """The codes of table ``X``'s categorical columns (not the numbers coded too)."""
+    columns = X.values_of(encoder.categorical_features_)
+    labels = [X.label(j) for j in encoder.categorical_features_]
+    codes = np.empty((X.shape[0], len(columns)), dtype=dtype)
+    if X.shape[0] <= FEW_ROWS and all(c.dtype.kind in "Ob" for c in columns):  # a predict
+        return encode_few_categories(columns, encoder.categories_, lookups, labels, codes)
+    for i, column in enumerate(columns):
+        codes[:, i] = encode_categories(
+            column, encoder.categories_[i], dtype, labels[i], lookups[i]
+        )
+    return codes
+
+
 def _refuse_empty(encoder, X):
     if X.shape[0] < 1 or X.shape[1] < 1:
         what = "sample" if X.shape[0] < 1 else "feature"
@@ -343,19 +357,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             indicators = np.isnan(numbers[:, self._indicator_positions])
             out[:, self.output_groups_["indicators"]] = indicators
         start = self.output_groups_["categorical"].start
-        columns = X.values_of(self.categorical_features_)
         lookups = self._category_lookups()
         n_cat = len(self.categorical_features_)
-        if X.shape[0] <= FEW_ROWS and all(c.dtype.kind in "Ob" for c in columns):
-            labels = [X.label(j) for j in self.categorical_features_]
-            codes = np.empty((X.shape[0], n_cat), dtype=dtype)  # a row at predict, say
-            codes = encode_few_categories(columns, self.categories_, lookups, labels, codes)
-            out[:, start : start + n_cat] = codes
-        else:
-            categories = self.categories_
-            for i, (j, column) in enumerate(zip(self.categorical_features_, columns)):
-                codes = encode_categories(column, categories[i], dtype, X.label(j), lookups[i])
-                out[:, start + i] = codes
+        out[:, start : start + n_cat] = _category_codes(self, X, lookups, dtype)
         for i, (j, position) in enumerate(zip(self.code_features_, self._code_positions)):
             k = n_cat + i
             codes = encode_categories(
