@@ -16,8 +16,6 @@ from sknet.tabular._table import missing_mask
 
 #: The code of a missing value; categories are 1..K, and K + 1 is unknown.
 MISSING_CODE = 0
-#: Rows up to which a table's object columns are coded by :func:`encode_few_categories`.
-FEW_ROWS = 64
 
 
 def _type_error(label, value):

@@ -16,7 +16,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from sknet.tabular._categorical import (
-    FEW_ROWS,
     category_lookup,
     encode_categories,
     encode_few_categories,
@@ -25,7 +24,7 @@ from sknet.tabular._categorical import (
 from sknet.tabular._codes import numeric_codes
 from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, bin_edges
-from sknet.tabular._table import as_table, check_columns
+from sknet.tabular._table import FEW_ROWS, as_table, check_columns
 
 #: The parameters of the column plan, documented once: the encoder's and the
 #: tabular estimators' docstrings both show them.

@@ -16,8 +16,10 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-#: A pandas frame of at most this many rows is converted whole to read its columns.
-_FEW_ROWS = 64
+#: A table of at most this many rows (a predict of a row or a few) is read and coded
+#: value by value: a pandas frame converted whole to read its columns, its category
+#: codes looked up a value at a time (:func:`~sknet.tabular._categorical.encode_few_categories`).
+FEW_ROWS = 64
 #: narwhals dtypes (by class name) read as categorical columns under 'from_dtype'
 _CATEGORICAL_DTYPES = ("Categorical", "Enum", "String", "Object", "Boolean")
 
@@ -170,7 +172,7 @@ class Table:
                 return None  # (nullable and extension dtypes: one by one)
         elif any(getattr(d, "kind", "O") in "biufmM" for d in dtypes):
             return None
-        if self.shape[0] <= _FEW_ROWS:
+        if self.shape[0] <= FEW_ROWS:
             if self._whole is None:
                 self._whole = self.native.to_numpy(dtype=object)
             block = self._whole[:, list(columns)]
