@@ -605,19 +605,24 @@ def test_the_batches_of_a_tabular_fit_run_on_one_blas_thread(monkeypatch):
     assert after == 2  # the user's setting is back after the fit
 
 
-def test_one_row_predicts_what_the_whole_table_predicts_under_pandas_output():
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_row_predicts_what_the_whole_table_predicts_under_pandas_output(dtype):
     # A one-row predict takes the few rows' paths (codes a value at a time, the numbers
-    # ranked all at once); scikit-learn's transform_output="pandas" changes nothing inside.
+    # ranked all at once), in a Pipeline and pickled too; scikit-learn's
+    # transform_output="pandas" changes nothing inside.
     from sklearn import config_context
 
     X, signal = table(200, seed=3)
     X["wide"] = X["float"] * 2  # enough numeric columns for the few rows' ranking
     for i in range(7):
         X[f"extra{i}"] = np.random.RandomState(i).normal(size=len(X))
-    clf = TabularClassifier(**SMALL).fit(X, labels(signal))
+    clf = TabularClassifier(**SMALL, dtype=dtype).fit(X, labels(signal))
     whole = clf.predict_proba(X)
     rows = [clf.predict_proba(X.iloc[[i]])[0] for i in range(0, len(X), 7)]
-    assert_allclose(rows, whole[::7], rtol=1e-6, atol=1e-7)
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    assert_allclose(rows, whole[::7], rtol=tol, atol=tol / 10)
+    pipe = pickle.loads(pickle.dumps(make_pipeline(FunctionTransformer(), clf)))
+    assert_allclose(pipe.predict_proba(X.iloc[[7]])[0], whole[7], rtol=tol, atol=tol / 10)
     with config_context(transform_output="pandas"):
         assert_array_equal(clf.predict_proba(X), whole)
         refit = clone(clf).fit(X, labels(signal))
