@@ -27,6 +27,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from sknet.backend import ACTIVATIONS, is_device_array
+from sknet.engine._trainer import resolve_batch_size
 from sknet.estimators._layer_list import positive_ints
 from sknet.estimators._neural_net import _NeuralNet
 from sknet.estimators._tabular_network import NUMERIC_EMBEDDINGS, tabular_layers
@@ -61,7 +62,7 @@ class TabularMixin:
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
-        "n_members": [Interval(Integral, 1, None, closed="left")],
+        "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
     }
     _network_parameters = (
@@ -134,6 +135,8 @@ class TabularMixin:
         # twice in its quantiles and category frequencies).
         # A RemoteTable's plan was learned where its rows are, from their merged summaries
         # (DataParallel on a Dask DataFrame: sknet.distributed._tables).
+        n_rows = X.shape[0] if isinstance(rows, slice) else len(rows)
+        self.n_members_ = self._resolve_members(n_rows)
         if isinstance(X, RemoteTable):
             self.encoder_ = X.plan
             return super()._learn_plan(X, Y, sample_weight, rows)
@@ -194,16 +197,27 @@ class TabularMixin:
         return super()._check_solver()
 
     # -- training ----------------------------------------------------------------------
-    #: ``learning_rate_init='auto'``: the rate of epochs of fewer than
-    #: AUTO_RATE_BATCHES batches, and of longer ones (see the parameter's docs).
+    #: A large table, for the ``'auto'`` settings: an epoch of at least this many
+    #: batches (20,000 training rows at the default batch size).
+    LARGE_TABLE_BATCHES = 100
+    #: ``learning_rate_init='auto'``: the rate of smaller tables, and of large ones.
     AUTO_RATES = (0.008, 0.004)
-    AUTO_RATE_BATCHES = 100
+    #: ``n_members='auto'``: the members of smaller tables, and of large ones.
+    AUTO_MEMBERS = (4, 3)
 
     def _initial_learning_rate(self, n_batches):
         if not isinstance(self.learning_rate_init, str):
             return self.learning_rate_init
         few, many = self.AUTO_RATES
-        return few if n_batches is not None and n_batches < self.AUTO_RATE_BATCHES else many
+        return few if n_batches is not None and n_batches < self.LARGE_TABLE_BATCHES else many
+
+    def _resolve_members(self, n_rows):
+        """The members of the network trained on ``n_rows`` training rows (``n_members_``)."""
+        if not isinstance(self.n_members, str):
+            return int(self.n_members)
+        batch_size = resolve_batch_size(self.batch_size, n_rows, auto=self._auto_batch_size)
+        smaller, large = self.AUTO_MEMBERS
+        return large if math.ceil(n_rows / batch_size) >= self.LARGE_TABLE_BATCHES else smaller
 
     # -- the network -------------------------------------------------------------------
     def _check_params(self):
@@ -223,7 +237,8 @@ class TabularMixin:
             hidden_layer_sizes=positive_ints(self.hidden_layer_sizes, "hidden_layer_sizes"),
             activation=self.activation,
             dropout=self.dropout,
-            n_members=self.n_members,
+            # (a model pickled before n_members_ was an attribute had an int n_members)
+            n_members=getattr(self, "n_members_", self.n_members),
         )
 
     def __sklearn_tags__(self):

@@ -466,6 +466,35 @@ def test_the_ensemble_members_differ_and_predict_their_mean():
     assert_allclose(clf.predict_proba(X)[:, 1], p.mean(axis=1)[:, 0], rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "batch_size, members",
+    [
+        (10, 4),  # 270 training rows: 27 batches an epoch
+        (3, 4),  # 90 batches
+        (2, 3),  # 135 batches: a large table
+    ],
+)
+def test_auto_members_are_fewer_on_a_large_table(batch_size, members):
+    X, signal = table()
+    params = {**SMALL, "n_members": "auto", "early_stopping": True, "batch_size": batch_size}
+    clf = TabularClassifier(**params).fit(X, labels(signal))
+    assert clf.n_members_ == members == clf.layers_[-1].n_members_
+    assert clf.network_.predict(clf.encoder_.transform(X.head(5))).shape == (5, members, 1)
+    assert clone(clf).get_params()["n_members"] == "auto"  # a parameter, left as given
+
+
+def test_auto_members_count_the_training_rows_of_the_first_fit():
+    X, signal = table()
+    params = {**SMALL, "n_members": "auto", "batch_size": 2, "early_stopping": False}
+    clf = TabularClassifier(warm_start=True, **params).fit(X.head(150), labels(signal)[:150])
+    assert clf.n_members_ == 4  # 75 batches an epoch
+    clf.fit(X, labels(signal))  # 150 batches, but the warm fit continues the network
+    assert clf.n_members_ == clf.layers_[-1].n_members_ == 4
+    assert TabularClassifier(**params).fit(X, labels(signal)).n_members_ == 3
+    given = TabularClassifier(**{**params, "n_members": 5}).fit(X, labels(signal))
+    assert given.n_members_ == given.layers_[-1].n_members_ == 5
+
+
 def test_the_memory_estimate_of_a_frame_counts_its_encoded_copy():
     X, signal = table(n=2000)
     reg = TabularRegressor(**SMALL)
@@ -483,6 +512,7 @@ def test_the_memory_estimate_of_a_frame_counts_its_encoded_copy():
     "params, message",
     [
         ({"n_members": 0}, "n_members"),
+        ({"n_members": "many"}, "n_members"),
         ({"numeric_embedding": "spline"}, "numeric_embedding"),
         ({"hidden_layer_sizes": (16, 0)}, "hidden_layer_sizes"),
         ({"dropout": 1.0}, "dropout"),
