@@ -4,9 +4,9 @@ What they do is in :mod:`sknet.estimators._tabular` (the column plan, the
 standardized target) and :mod:`sknet.estimators._tabular_network` (the
 layers); the defaults were chosen on the tables of
 ``benchmarks/tune_tabular.py``, none of which ``benchmarks/bench_tabular.py``
-measures, except three tried first on the benchmark's tables and then
-compared there (the anneal, no dropout, the ``'auto'`` rate: the tables guide
-says how).
+measures, except four tried first on the benchmark's tables and then
+compared there (the anneal, no dropout, the ``'auto'`` rate and members: the
+tables guide says how).
 """
 
 from sknet.estimators._classifier import NetworkClassifierMixin
