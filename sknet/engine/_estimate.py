@@ -234,7 +234,7 @@ def estimate_memory(estimator, X, y=None, *, sample_weight=None, X_val=None, y_v
     _check_lengths(X, y, sample_weight, X_val, y_val)
     if y is None:  # assumed for the probe's rows; the others only counted, as y's copy
         y = _default_targets(estimator, _default_rows(estimator, n_rows))
-    probe, X_rows, Y_rows = _dry_probe(estimator, X, y, n_rows)
+    probe, X_rows, Y_rows = _dry_probe(estimator, X, y, n_rows, X_val is not None)
     data = (DataShape.of(X, n_rows, X_rows), DataShape.of(y, n_rows, Y_rows))
     return _estimate_fit(estimator, probe, data, (X_rows, Y_rows), sample_weight, X_val, y_val)
 
@@ -290,14 +290,17 @@ def _validation_of(probe, data, X_val, y_val, keeps_best):
     return tuple(None if a is None else a.rows(n_val) for a in data), True, n_rows - n_val
 
 
-def _dry_probe(estimator, X, y, n_rows):
+def _dry_probe(estimator, X, y, n_rows, validation_given=False):
     """A clone of ``estimator`` built dry (:mod:`~sknet.engine._dry`) from rows that show
-    every class: the network's arrays have their shapes and take no memory."""
+    every class: the network's arrays have their shapes and take no memory. Its plan is
+    learned from those rows, its size from the fit's training rows."""
     probe = clone(estimator)
     probe._validate_params()
     probe._check_params()
     X_rows, y_rows = _probe_sample(X, y, n_rows, is_classifier(probe))
     X_rows, Y_rows = probe._model_data(X_rows, y_rows, incremental=False, reset=True)
+    holds_out = probe.early_stopping and probe.solver != "lbfgs" and not validation_given
+    probe._size_network(n_rows - int(np.ceil(probe.validation_fraction * n_rows)) * holds_out)
     probe._initialize(X_rows.shape[1], Y_rows.shape[1], DRY_BACKEND, DryRandomState(0))
     return probe, X_rows, Y_rows
 

@@ -123,6 +123,14 @@ class InputValidationMixin:
         ``sample_weight`` is the user's (checked, without class weights) or None.
         """
 
+    def _size_network(self, n_train):
+        """Learn what the network's size follows from the fit's ``n_train`` training rows.
+
+        Called by the plan with the rows it learns from, and by the memory
+        estimate, whose probe learns the plan from a sample of the rows
+        (the base: nothing; a tabular estimator's ``n_members='auto'``).
+        """
+
     def _apply_plan(self, X, Y):
         """``X`` and ``Y`` as the network takes them, by the learned plan (the base: as is)."""
         return X, Y

@@ -135,8 +135,7 @@ class TabularMixin:
         # twice in its quantiles and category frequencies).
         # A RemoteTable's plan was learned where its rows are, from their merged summaries
         # (DataParallel on a Dask DataFrame: sknet.distributed._tables).
-        n_rows = X.shape[0] if isinstance(rows, slice) else len(rows)
-        self.n_members_ = self._resolve_members(n_rows)
+        self._size_network(X.shape[0] if isinstance(rows, slice) else len(rows))
         if isinstance(X, RemoteTable):
             self.encoder_ = X.plan
             return super()._learn_plan(X, Y, sample_weight, rows)
@@ -211,13 +210,15 @@ class TabularMixin:
         few, many = self.AUTO_RATES
         return few if n_batches is not None and n_batches < self.LARGE_TABLE_BATCHES else many
 
-    def _resolve_members(self, n_rows):
-        """The members of the network trained on ``n_rows`` training rows (``n_members_``)."""
+    def _size_network(self, n_train):
+        """``n_members_``: ``n_members``, or what ``'auto'`` gives ``n_train`` training rows."""
         if not isinstance(self.n_members, str):
-            return int(self.n_members)
-        batch_size = resolve_batch_size(self.batch_size, n_rows, auto=self._auto_batch_size)
+            self.n_members_ = int(self.n_members)
+            return
+        batch_size = resolve_batch_size(self.batch_size, n_train, auto=self._auto_batch_size)
         smaller, large = self.AUTO_MEMBERS
-        return large if math.ceil(n_rows / batch_size) >= self.LARGE_TABLE_BATCHES else smaller
+        large_table = math.ceil(n_train / batch_size) >= self.LARGE_TABLE_BATCHES
+        self.n_members_ = large if large_table else smaller
 
     # -- the network -------------------------------------------------------------------
     def _check_params(self):

@@ -495,6 +495,30 @@ def test_auto_members_count_the_training_rows_of_the_first_fit():
     assert given.n_members_ == given.layers_[-1].n_members_ == 5
 
 
+def test_the_memory_estimate_counts_the_members_of_the_fit_rows():
+    # the estimate's probe learns the plan from a sample of the rows, but sizes the
+    # network as the fit will: 270 training rows of 135 batches, a large table
+    X, signal = table()
+    params = {**SMALL, "early_stopping": True, "batch_size": 2}
+
+    def estimate(**changed):
+        return estimate_memory(TabularClassifier(**{**params, **changed}), X, labels(signal))
+
+    auto = estimate(n_members="auto")
+    assert auto["parameters"] == estimate(n_members=3)["parameters"]
+    assert auto["parameters"] < estimate(n_members=4)["parameters"]
+    smaller = estimate(n_members="auto", batch_size=3)  # 90 batches: four members
+    assert smaller["parameters"] == estimate(n_members=4, batch_size=3)["parameters"]
+    held_out = estimate_memory(  # a given validation set: all 300 rows train, 150 batches
+        TabularClassifier(**{**params, "batch_size": 3, "n_members": "auto"}),
+        X,
+        labels(signal),
+        X_val=X.head(30),
+        y_val=labels(signal)[:30],
+    )
+    assert held_out["parameters"] == auto["parameters"]
+
+
 def test_the_memory_estimate_of_a_frame_counts_its_encoded_copy():
     X, signal = table(n=2000)
     reg = TabularRegressor(**SMALL)
