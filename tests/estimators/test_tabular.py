@@ -537,6 +537,9 @@ def test_the_memory_estimate_of_a_frame_counts_its_encoded_copy():
     [
         ({"n_members": 0}, "n_members"),
         ({"n_members": "many"}, "n_members"),
+        ({"n_members": -1}, "n_members"),
+        ({"n_members": 2.5}, "n_members"),
+        ({"n_members": float("nan")}, "n_members"),
         ({"numeric_embedding": "spline"}, "numeric_embedding"),
         ({"hidden_layer_sizes": (16, 0)}, "hidden_layer_sizes"),
         ({"dropout": 1.0}, "dropout"),

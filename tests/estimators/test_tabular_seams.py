@@ -319,6 +319,21 @@ def test_a_random_small_configuration_fits_pickles_and_clones(seed):
     assert_array_equal(fresh.fit(X, y).predict_proba(X), proba)  # seeded: the same fit
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_auto_members_of_a_large_table_in_a_pickled_pipeline(dtype):
+    X, signal = table(n=240)
+    y = labels(signal)
+    params = {**SMALL, "n_members": "auto", "batch_size": 2, "max_iter": 2, "dtype": dtype}
+    pipe = make_pipeline(TabularClassifier(**params, early_stopping=True)).fit(X, y)
+    assert pipe[-1].n_members_ == 3  # 216 training rows: 108 batches, a large table
+    proba = pipe.predict_proba(X)
+    assert proba.dtype == np.dtype(dtype) and np.all(np.isfinite(proba))
+    loaded = pickle.loads(pickle.dumps(pipe))
+    assert loaded[-1].n_members_ == 3
+    assert_array_equal(loaded.predict_proba(X), proba)
+    assert_array_equal(clone(pipe).fit(X, y).predict_proba(X), proba)  # seeded: the same fit
+
+
 # -- 7. a ColumnTransformer before the estimator, saved with joblib ------------------------
 def test_a_pipeline_with_a_column_transformer_round_trips_through_joblib(tmp_path):
     rng = np.random.RandomState(0)
