@@ -105,6 +105,24 @@ def test_data_parallel_trains_the_plain_fit_of_a_frame_with_adamw():
     assert len(parallel.sync_history_) == 3 * len(local.history_)
 
 
+def test_data_parallel_replicas_train_the_members_auto_gives_the_whole_table():
+    # 'auto' counts the whole table's training rows on the driver (216: 108 batches of 2),
+    # not a shard's (54 batches): every replica trains the driver's three members
+    pytest.importorskip("distributed", reason="needs dask.distributed (the distributed extra)")
+    from sknet.distributed import DataParallel
+    from tests.conftest import local_dask_client
+
+    X, signal = table(n=240)
+    y = labels(signal)
+    est = TabularClassifier(**float64(max_iter=1, batch_size=2, n_members="auto"))
+    local = clone(est).fit(X, y)
+    with local_dask_client() as client:
+        parallel = DataParallel(est, client=client, sync_every=1).fit(X, y)
+    fitted = parallel.estimator_
+    assert local.n_members_ == fitted.n_members_ == fitted.layers_[-1].n_members_ == 3
+    assert_same_model(local, fitted, rtol=1e-10)
+
+
 # -- 2. frozen layers ------------------------------------------------------------------------
 def test_a_tabular_estimator_has_no_layers_parameter_to_freeze_and_says_so():
     # Its network is built from its parameters: `layers__<i>__trainable` names a
