@@ -1,5 +1,5 @@
 """Fused Numba kernels of the tabular layers: the piecewise-linear encoding, the category
-lookups, the adapters.
+lookups, the adapters; and the quantile ranks of a prediction's few rows.
 
 Built by :mod:`sknet.backend._cpu_kernels` with the other CPU kernels (the
 same ``jit`` options, the same cache). NumPy makes five passes over a batch's
@@ -13,7 +13,7 @@ rows in order, as the shared code's reductions and scatter do).
 
 def tabular_kernels(jit, reduce_jit):
     """The tabular layers' kernels, by name (compiled by ``_cpu_kernels._compile``)."""
-    return {**_input_kernels(jit), **_ensemble_kernels(jit)}
+    return {**_input_kernels(jit), **_ensemble_kernels(jit), **_rank_kernels(jit)}
 
 
 def _input_kernels(jit):
@@ -171,3 +171,57 @@ def _ensemble_kernels(jit):
         "member_sum": member_sum,
         "member_outer": member_outer,
     }
+
+
+def _rank_kernels(jit):
+    """The quantile ranks of a few rows (:meth:`sknet.tabular._numeric.NumericScaler.transform`
+    at predict): NumPy's ``interp`` for each value, a few calls a column, in one loop."""
+    import numpy as np
+
+    @jit
+    def _interp(x, xp, fp, size):
+        # np.interp(x, xp[:size], fp[:size]) for one value (not NaN), step for step: j is
+        # the last reference at or below x (NumPy's binary search finds the same one).
+        lo, hi = 0, size
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if x >= xp[mid]:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo - 1
+        if j < 0:
+            return fp[0]
+        if j >= size - 1:
+            return fp[size - 1]
+        if xp[j] == x:
+            return fp[j]
+        slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
+        value = slope * (x - xp[j]) + fp[j]
+        if np.isnan(value):
+            value = slope * (x - xp[j + 1]) + fp[j + 1]
+            if np.isnan(value) and fp[j] == fp[j + 1]:
+                value = fp[j]
+        return value
+
+    @jit
+    def quantile_ranks(X, medians, xp, fp, sizes, bound, ranks):
+        # ranks[i, c] = clip(0.5 * (interp(x) - interp_mirrored(-x)), bound, 1 - bound), where
+        # x is X[i, c] or, missing, the column's median; xp, fp, sizes: rows c (forward) and
+        # m + c (mirrored) of NumericScaler's side-by-side references.
+        n, m = X.shape
+        for i in range(n):
+            for c in range(m):
+                x = X[i, c]
+                if np.isnan(x):
+                    x = medians[c]
+                forward = _interp(x, xp[c], fp[c], sizes[c])
+                backward = _interp(-x, xp[m + c], fp[m + c], sizes[m + c])
+                rank = 0.5 * (forward - backward)
+                if rank < bound:
+                    rank = bound
+                if rank > 1 - bound:
+                    rank = 1 - bound
+                ranks[i, c] = rank
+
+    return {"quantile_ranks": quantile_ranks}

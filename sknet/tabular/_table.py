@@ -155,15 +155,31 @@ class Table:
         return [block[:, i] for i in range(len(columns))]
 
     def _pandas_block(self, columns, kinds):
-        """Columns ``columns`` of a pandas frame in one array, when every one has a dtype
-        of ``kinds`` (``'iuf'``: plain numbers, as float64; ``'Oc'``: objects, strings and
-        categories, as objects); None otherwise (read them one by one).
+        """Columns ``columns`` of a pandas frame in one array: ``kinds`` ``'iuf'``, numbers
+        as float64; ``'Oc'``, objects (strings and categories). None where they are
+        read one by one: a larger frame's columns of other dtypes (nullable and extension
+        ones, numbers among the objects), a few rows' that are not all numbers.
 
-        A frame of a few rows is converted whole, once (a few microseconds, where
-        pandas takes tens to select columns); a larger one by its selected columns.
+        A frame of a few rows is converted whole to objects, once (a few
+        microseconds, where pandas takes tens to select columns and as many to
+        list its dtypes), and its dtypes are not read: those objects are the
+        values one column's conversion gives, and where they are not all
+        numbers (``NA``, ``None``, text) the numbers are read one by one, as
+        any column of another dtype is. A larger frame is read by its selected
+        columns.
         """
         if not is_pandas(self.native) or len(columns) < 2:
             return None
+        if self.shape[0] <= FEW_ROWS:
+            if self._whole is None:
+                self._whole = self.native.to_numpy(dtype=object)
+            block = self._whole[:, list(columns)]
+            if kinds != "iuf":
+                return block
+            try:
+                return block.astype(np.float64)
+            except (TypeError, ValueError):  # one by one: the same values, or the error
+                return None
         if self._dtypes is None:
             self._dtypes = list(self.native.dtypes)
         dtypes = [self._dtypes[j] for j in columns]
@@ -172,11 +188,6 @@ class Table:
                 return None  # (nullable and extension dtypes: one by one)
         elif any(getattr(d, "kind", "O") in "biufmM" for d in dtypes):
             return None
-        if self.shape[0] <= FEW_ROWS:
-            if self._whole is None:
-                self._whole = self.native.to_numpy(dtype=object)
-            block = self._whole[:, list(columns)]
-            return block.astype(np.float64) if kinds == "iuf" else block
         selected = self.native.iloc[:, list(columns)]
         return selected.to_numpy(dtype=np.float64 if kinds == "iuf" else object)
 

@@ -231,3 +231,56 @@ def test_a_few_rows_are_encoded_as_the_same_rows_of_a_large_table(monkeypatch):
     for rows in ([3], [4, 5], list(range(64)), list(range(2, 9))):
         np.testing.assert_array_equal(encoder.transform(frame.iloc[rows]), whole[rows])
     assert calls == [1, 2, 64, 7]  # the few rows' path, never the large table's
+
+
+def mixed_table(n=300, seed=0):
+    """Columns of every dtype a frame hands the encoder, with missing and unseen values."""
+    rng = np.random.RandomState(seed)
+    ints = rng.randint(0, 9, n)
+    frame = pd.DataFrame(
+        {
+            "float": rng.normal(size=n),
+            "int": ints * 1000,
+            "float32": rng.normal(size=n).astype(np.float32),
+            "uint8": ints.astype(np.uint8),
+            "bool": rng.rand(n) > 0.5,
+            "Int64": pd.array(np.where(rng.rand(n) < 0.1, None, ints), dtype="Int64"),
+            "Float64": pd.array(rng.normal(size=n), dtype="Float64"),
+            "text_number": rng.choice(["1.5", "2", "-3"], n).astype(object),
+            "city": pd.Categorical(rng.choice(["paris", "lyon", "nice"], n)),
+            "kind": rng.choice(["flat", "house", None], n).astype(object),
+            "string": pd.array(rng.choice(["a", "b", None], n), dtype="string"),
+            "code_int": ints,  # numbers planned as categories
+            "code_float": np.where(rng.rand(n) < 0.1, np.nan, ints / 2),
+            "code_bool": rng.rand(n) > 0.3,
+            "numeric_categories": pd.Categorical(ints % 3),
+        }
+    )
+    frame.loc[rng.rand(n) < 0.1, "float"] = np.nan
+    return frame
+
+
+def test_a_few_rows_of_every_dtype_are_encoded_as_the_large_table_encodes_them(monkeypatch):
+    # A few rows (a predict) are read without listing the frame's dtypes: the whole frame
+    # as objects, the numbers one by one where those are not all numbers (NA, None). The
+    # same codes and numbers as the large table's path, which reads its columns by dtype.
+    categorical = ["city", "kind", "string", "code_int", "code_float", "code_bool"]
+    categorical += ["numeric_categories"]
+    frame = mixed_table()
+    new = mixed_table(seed=1)
+    new.loc[0, "code_int"] = 99  # unseen numbers among the numbers planned as categories
+    new.loc[1, "code_float"] = 0.25
+    encoder = TabularEncoder(categorical_features=categorical).fit(frame)
+    assert encoder.is_categorical_.tolist() == [name in categorical for name in frame]
+    whole = encoder.transform(new)
+    assert whole[0, encoder.output_groups_["categorical"]][3] == 10  # unknown: K + 1
+    read = []
+    dtypes = pd.DataFrame.dtypes
+    monkeypatch.setattr(
+        pd.DataFrame, "dtypes", property(lambda f: read.append(1) or dtypes.fget(f))
+    )
+    for rows in ([0], [1, 2], [3], list(range(64)), list(range(5, 12))):
+        np.testing.assert_array_equal(encoder.transform(new.iloc[rows]), whole[rows])
+    assert not read  # a few rows: no dtypes listed
+    encoder.transform(new.iloc[:65])
+    assert read  # more rows: read by their dtypes

@@ -163,14 +163,22 @@ def test_a_table_maps_as_its_columns_one_by_one_in_blocks_or_whole(scaling, monk
     np.testing.assert_array_equal(out32, whole[4:5].astype(np.float32))
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("n_rows", [1, 2, 4])
-def test_a_few_rows_are_ranked_all_columns_at_once_as_one_by_one(n_rows, monkeypatch):
-    # A one-row predict ranks every column in one pass over their reference quantiles,
-    # as np.interp computes each column's: the same bits on values at a reference, between
-    # two, at ties, below the first and past the last, and for a column of one value.
+def test_a_few_rows_are_ranked_all_columns_at_once_as_one_by_one(n_rows, compiled, monkeypatch):
+    # A one-row predict ranks every column in one pass over their reference quantiles
+    # (a compiled loop, or NumPy's arrays side by side without Numba), as np.interp
+    # computes each column's: the same bits on values at a reference, between two, at
+    # ties, below the first and past the last, missing, and for a column of one value.
     import pickle
 
+    from sknet.backend._cpu_kernels import KERNELS
     from sknet.tabular import _numeric
+
+    if compiled and KERNELS is None:
+        pytest.skip("Numba is not installed (or SKNET_NUMBA=0): no compiled kernels")
+    if not compiled:
+        monkeypatch.setattr(_numeric, "_compiled_ranks", lambda: None)
 
     rng = np.random.RandomState(0)
     n = 3000
@@ -194,19 +202,27 @@ def test_a_few_rows_are_ranked_all_columns_at_once_as_one_by_one(n_rows, monkeyp
          for j in range(X.shape[1])]
     )  # fmt: skip
     calls = []
-    rank_all = NumericScaler._rank_all
-    monkeypatch.setattr(
-        NumericScaler, "_rank_all", lambda self, *a: calls.append(1) or rank_all(self, *a)
-    )
+    if compiled:
+        kernel = KERNELS["quantile_ranks"]
+        monkeypatch.setattr(
+            _numeric, "_compiled_ranks", lambda: lambda *a: calls.append(1) or kernel(*a)
+        )
+    else:
+        rank_all = NumericScaler._rank_all
+        monkeypatch.setattr(
+            NumericScaler, "_rank_all", lambda self, *a: calls.append(1) or rank_all(self, *a)
+        )
     for start in range(0, len(new), n_rows):
         rows = new[start : start + n_rows]
         out = scaler.transform(rows, np.empty(rows.shape))
         np.testing.assert_array_equal(out, one_by_one[start : start + n_rows])
     assert len(calls) == -(-len(new) // n_rows)  # every block took the one pass
     assert "_references" not in pickle.loads(pickle.dumps(scaler)).__dict__  # made again
-    monkeypatch.setattr(_numeric, "_MANY_COLUMNS", 100)  # fewer columns: one by one
+    monkeypatch.setattr(_numeric, "_MANY_COLUMNS", 100)  # few columns: one by one in NumPy
     scaler.transform(new[:1], np.empty((1, X.shape[1])))
-    assert len(calls) == -(-len(new) // n_rows)
+    assert len(calls) == -(-len(new) // n_rows) + compiled  # compiled: any number of columns
+    scaler.transform(new[:5], np.empty((5, X.shape[1])))  # more rows: column by column
+    assert len(calls) == -(-len(new) // n_rows) + compiled
     refitted = scaler.fit(X[::-1] * 2)  # a new fit: new references
     monkeypatch.setattr(_numeric, "_MANY_COLUMNS", 8)
     again = refitted.transform(X[:1] * 2, np.empty((1, X.shape[1])))
