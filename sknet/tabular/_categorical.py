@@ -178,40 +178,44 @@ def encode_categories(values, categories, dtype=np.float64, label="0", lookup=No
     return codes
 
 
-def encode_few_categories(columns, categories, lookups, labels, out):
-    """:func:`encode_categories` of a few rows' object columns, into ``out[:, i]``.
+def encode_few_categories(block, categories, lookups, label, out):
+    """:func:`encode_categories` of a few rows' categorical columns, into ``out``.
 
-    What a prediction of a row or two needs: one missing mask for all the
-    columns, then a dict lookup a value, without the array passes that
+    What a prediction of a row or two needs: one missing mask for the whole
+    block, then a dict lookup a value, without the array passes that
     :func:`encode_categories` makes a column (tens of microseconds a column of
     one value). The same codes, and the same TypeError for a value that
     could not be a category.
 
     Parameters
     ----------
-    columns : list of ndarray of shape (n_samples,)
-        Columns of objects or booleans.
-    categories, lookups, labels : list
-        Each column's categories, :func:`category_lookup` and name.
-    out : ndarray of shape (n_samples, len(columns))
+    block : ndarray of shape (n_samples, n_columns)
+        The columns' values, as objects.
+    categories, lookups : list
+        Each column's categories and :func:`category_lookup`.
+    label : callable
+        ``label(i)``: column ``i``'s name, for the error of a value refused.
+    out : ndarray of shape (n_samples, n_columns)
         Where the codes go.
     """
-    if not columns:
+    if block.shape[1] == 0:
         return out
-    n = out.shape[0]
-    missing = missing_mask(np.concatenate(columns)).reshape(len(columns), n).tolist()
-    for i, (values, lookup) in enumerate(zip(columns, lookups)):
-        unknown = len(categories[i]) + 1
-        codes = []
-        for value, absent in zip(values.tolist(), missing[i]):
-            if absent:
-                codes.append(MISSING_CODE)
-                continue
-            code = lookup.get(value, unknown) if _hashable(value) else unknown
-            if code == unknown:
-                _check_values((value,), labels[i])
-            codes.append(code)
-        out[:, i] = codes
+    missing = missing_mask(block.ravel()).tolist()
+    unknown = [len(c) + 1 for c in categories]
+    codes = []
+    for i, (value, absent) in enumerate(zip(block.ravel().tolist(), missing)):
+        if absent:
+            codes.append(MISSING_CODE)
+            continue
+        j = i % block.shape[1]
+        try:
+            code = lookups[j].get(value, unknown[j])
+        except TypeError:  # unhashable: refused below
+            code = unknown[j]
+        if code == unknown[j]:
+            _check_values((value,), label(j))
+        codes.append(code)
+    out[...] = np.reshape(codes, block.shape)
     return out
 
 

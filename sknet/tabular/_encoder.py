@@ -68,14 +68,23 @@ PLAN_FREQUENCY_DOC = """
 
 def _category_codes(encoder, X, lookups, dtype):
     """The codes of table ``X``'s categorical columns (not the numbers coded too)."""
-    columns = X.values_of(encoder.categorical_features_)
-    labels = [X.label(j) for j in encoder.categorical_features_]
-    codes = np.empty((X.shape[0], len(columns)), dtype=dtype)
-    if X.shape[0] <= FEW_ROWS and all(c.dtype.kind in "Ob" for c in columns):  # a predict
-        return encode_few_categories(columns, encoder.categories_, lookups, labels, codes)
-    for i, column in enumerate(columns):
+    features = encoder.categorical_features_
+    codes = np.empty((X.shape[0], len(features)), dtype=dtype)
+    columns = block = None
+    if X.shape[0] <= FEW_ROWS:  # a predict: a dict lookup a value
+        block = X.block_of(features)
+        if block is None:
+            columns = X.values_of(features)
+            if all(c.dtype.kind in "Ob" for c in columns):
+                block = np.empty(codes.shape, dtype=object)
+                for i, column in enumerate(columns):
+                    block[:, i] = column
+        if block is not None:
+            label = lambda i: X.label(features[i])  # noqa: E731 (named only on an error)
+            return encode_few_categories(block, encoder.categories_, lookups, label, codes)
+    for i, column in enumerate(X.values_of(features) if columns is None else columns):
         codes[:, i] = encode_categories(
-            column, encoder.categories_[i], dtype, labels[i], lookups[i]
+            column, encoder.categories_[i], dtype, X.label(features[i]), lookups[i]
         )
     return codes
 

@@ -69,7 +69,7 @@ class Table:
         self._frame = frame  # a narwhals DataFrame (not pandas)
         self._array = array
         if is_pandas(native):
-            labels = list(native.columns)
+            labels = native.columns.tolist()
         elif frame is not None:
             labels = list(frame.columns)
         else:
@@ -77,11 +77,12 @@ class Table:
         self._labels = labels
         self._dtypes = self._whole = None  # a pandas frame's, read once when needed
         self.shape = native.shape if array is None else array.shape
-        self.names = (
-            [str(c) for c in labels]
-            if labels and all(isinstance(c, str) for c in labels)
-            else None
-        )
+        if labels and all(type(c) is str for c in labels):
+            self.names = list(labels)
+        elif labels and all(isinstance(c, str) for c in labels):  # str subclasses: np.str_
+            self.names = [str(c) for c in labels]
+        else:
+            self.names = None
 
     @property
     def is_frame(self):
@@ -153,6 +154,13 @@ class Table:
         if block is None:
             return [self.values(j) for j in columns]
         return [block[:, i] for i in range(len(columns))]
+
+    def block_of(self, columns):
+        """Columns ``columns`` as one 2-D array of objects, where the table reads them in
+        one conversion (a few rows of a pandas frame, two columns or more); else None."""
+        if self.shape[0] > FEW_ROWS:
+            return None
+        return self._pandas_block(columns, "Oc")
 
     def _pandas_block(self, columns, kinds):
         """Columns ``columns`` of a pandas frame in one array: ``kinds`` ``'iuf'``, numbers
@@ -402,7 +410,7 @@ def check_columns(estimator, table, reset):
     """
     n_features, name = table.shape[1], type(estimator).__name__
     labels = table._labels or []
-    types = sorted({type(c).__qualname__ for c in labels})
+    types = [] if table.names is not None else sorted({type(c).__qualname__ for c in labels})
     if len(types) > 1 and "str" in types:
         raise TypeError(
             "Feature names are only supported if all input features have string names, "
@@ -412,11 +420,11 @@ def check_columns(estimator, table, reset):
             "you can remove feature / column names from your input data, or convert them "
             "all to a non-string data type."
         )
-    names = None if table.names is None else np.asarray(table.names, dtype=object)
+    names = table.names
     if reset:
         estimator.n_features_in_ = n_features
         if names is not None:
-            estimator.feature_names_in_ = names
+            estimator.feature_names_in_ = np.asarray(names, dtype=object)
         else:
             estimator.__dict__.pop("feature_names_in_", None)
         return
@@ -427,7 +435,7 @@ def check_columns(estimator, table, reset):
         warnings.warn(
             f"X does not have valid feature names, but {name} was fitted with feature names"
         )
-    elif names is not None and (len(names) != len(fitted) or np.any(names != fitted)):
+    elif names is not None and names != list(fitted):
         raise ValueError(_names_message(fitted, names))
     if n_features != estimator.n_features_in_:
         raise ValueError(

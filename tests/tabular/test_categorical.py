@@ -107,11 +107,13 @@ def test_many_values_are_coded_by_a_hash_table_as_the_dict_codes_them():
         )
 
 
-def _few(columns, categories, labels=None):
-    labels = labels or [f"'c{i}'" for i in range(len(columns))]
+def _few(columns, categories):
     lookups = [category_lookup(c) for c in categories]
-    out = np.full((len(columns[0]), len(columns)), -1.0, dtype=np.float32)
-    return encode_few_categories(columns, categories, lookups, labels, out)
+    block = np.empty((len(columns[0]), len(columns)), dtype=object)
+    for i, column in enumerate(columns):
+        block[:, i] = column
+    out = np.full(block.shape, -1.0, dtype=np.float32)
+    return encode_few_categories(block, categories, lookups, lambda i: f"'c{i}'", out)
 
 
 def test_a_few_rows_get_the_codes_of_encode_categories():
