@@ -229,8 +229,10 @@ def _pooling_kernels(jit, reduce_jit):
     # Max pooling over NCHW images, one output row at a time (kept in cache):
     # the first maximum of each window wins, padding never does; argmax holds
     # the winner's index in its (H * W) image plane.
+    # (No kernel calls another: Numba caches no function whose closure holds a compiled
+    # one, and would compile it again in every process.)
     @jit
-    def _max_pool_2x2(X, Y, argmax):
+    def max_pool_2x2(X, Y, argmax):
         # The usual 2x2 windows at stride 2 without padding: a tournament of
         # selects (the earlier pixel wins ties), which LLVM compiles without branches.
         N, C, H, W = X.shape
@@ -255,9 +257,6 @@ def _pooling_kernels(jit, reduce_jit):
 
     @jit
     def max_pool_forward(X, kh, kw, sh, sw, ph, pw, Y, argmax):
-        if kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0:
-            _max_pool_2x2(X, Y, argmax)
-            return
         # One output at a time over its window's real pixels (padding is at
         # most half a window, so every window has one); windows are a few
         # pixels and output rows short, so plain loops beat vectorized passes.

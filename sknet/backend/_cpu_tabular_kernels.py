@@ -179,45 +179,46 @@ def _rank_kernels(jit):
     import numpy as np
 
     @jit
-    def _interp(x, xp, fp, size):
-        # np.interp(x, xp[:size], fp[:size]) for one value (not NaN), step for step: j is
-        # the last reference at or below x (NumPy's binary search finds the same one).
-        lo, hi = 0, size
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if x >= xp[mid]:
-                lo = mid + 1
-            else:
-                hi = mid
-        j = lo - 1
-        if j < 0:
-            return fp[0]
-        if j >= size - 1:
-            return fp[size - 1]
-        if xp[j] == x:
-            return fp[j]
-        slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
-        value = slope * (x - xp[j]) + fp[j]
-        if np.isnan(value):
-            value = slope * (x - xp[j + 1]) + fp[j + 1]
-            if np.isnan(value) and fp[j] == fp[j + 1]:
-                value = fp[j]
-        return value
-
-    @jit
     def quantile_ranks(X, medians, xp, fp, sizes, bound, ranks):
         # ranks[i, c] = clip(0.5 * (interp(x) - interp_mirrored(-x)), bound, 1 - bound), where
         # x is X[i, c] or, missing, the column's median; xp, fp, sizes: rows c (forward) and
-        # m + c (mirrored) of NumericScaler's side-by-side references.
+        # m + c (mirrored) of NumericScaler's side-by-side references. Each interp is
+        # np.interp(v, xp[row, :size], fp[row, :size]) step for step (written out here: a
+        # kernel calling another compiled function is not cached by Numba).
         n, m = X.shape
         for i in range(n):
             for c in range(m):
                 x = X[i, c]
                 if np.isnan(x):
                     x = medians[c]
-                forward = _interp(x, xp[c], fp[c], sizes[c])
-                backward = _interp(-x, xp[m + c], fp[m + c], sizes[m + c])
-                rank = 0.5 * (forward - backward)
+                rank = 0.0
+                for side in range(2):
+                    row, v = (c, x) if side == 0 else (m + c, -x)
+                    size = sizes[row]
+                    # j: the last reference at or below v (NumPy's binary search finds it)
+                    lo, hi = 0, size
+                    while lo < hi:
+                        mid = (lo + hi) >> 1
+                        if v >= xp[row, mid]:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    j = lo - 1
+                    if j < 0:
+                        value = fp[row, 0]
+                    elif j >= size - 1:
+                        value = fp[row, size - 1]
+                    elif xp[row, j] == v:
+                        value = fp[row, j]
+                    else:
+                        x0, x1, y0, y1 = xp[row, j], xp[row, j + 1], fp[row, j], fp[row, j + 1]
+                        slope = (y1 - y0) / (x1 - x0)
+                        value = slope * (v - x0) + y0
+                        if np.isnan(value):
+                            value = slope * (v - x1) + y1
+                            if np.isnan(value) and y0 == y1:
+                                value = y0
+                    rank = value if side == 0 else 0.5 * (rank - value)
                 if rank < bound:
                     rank = bound
                 if rank > 1 - bound:

@@ -174,9 +174,11 @@ class NumpyBackend(NumpySequenceKernels, NumpyTabularKernels, NumpyConvolutions,
         else:
             Y, argmax = out
         require("max_pool_forward", Y.shape == argmax.shape == (N, C, *out_hw), X, Y, argmax)
-        self.kernels["max_pool_forward"](
-            np.ascontiguousarray(X), *kernel, *stride, *padding, Y, argmax
-        )
+        X = np.ascontiguousarray(X)
+        if tuple(kernel) == tuple(stride) == (2, 2) and tuple(padding) == (0, 0):
+            self.kernels["max_pool_2x2"](X, Y, argmax)  # the usual windows
+        else:
+            self.kernels["max_pool_forward"](X, *kernel, *stride, *padding, Y, argmax)
         return Y, argmax
 
     def max_pool_backward(self, dY, argmax, input_hw, kernel, stride, padding, out=None):

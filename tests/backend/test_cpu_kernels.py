@@ -319,3 +319,38 @@ def test_fused_member_sum_and_outer_products_are_the_numpy_code(dtype):
     assert ours.shape == (31, 4, 9) and ours.flags.c_contiguous and ours.dtype == dtype
     np.testing.assert_array_equal(ours, plain.member_matmul(A, B))
     np.testing.assert_array_equal(ours, A * B[:, 0][None])
+
+
+@pytest.mark.skipif(
+    _cpu_kernels.KERNELS is None, reason="Numba is not installed (or SKNET_NUMBA=0)"
+)
+def test_no_kernel_calls_another_so_every_kernel_is_cached_on_disk(tmp_path):
+    # Numba's disk cache keys a function on its closure too, and a compiled function in a
+    # closure pickles differently in every process: such a kernel would be compiled again
+    # by each process (each joblib worker of a search), seconds each, and leave a new file
+    # in the cache every time.
+    from numba.core.dispatcher import Dispatcher
+
+    for name, kernel in _cpu_kernels.KERNELS.items():
+        cells = [cell.cell_contents for cell in kernel.py_func.__closure__ or ()]
+        assert not [c for c in cells if isinstance(c, Dispatcher)], name
+    # and one that was compiled here loads from the cache in a new process
+    script = (
+        "import numpy as np\n"
+        "from sknet.backend._cpu_kernels import KERNELS\n"
+        "k = KERNELS['max_pool_2x2']\n"
+        "X = np.arange(16.0).reshape(1, 1, 4, 4)\n"
+        "Y, A = np.empty((1, 1, 2, 2)), np.empty((1, 1, 2, 2), np.int32)\n"
+        "k(X, Y, A)\n"
+        "print(len(k.stats.cache_hits), len(k.stats.cache_misses), Y.ravel().tolist())\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs[0][:2] == ["0", "1"]  # compiled, and written to the cache
+    assert runs[1][:2] == ["1", "0"]  # read back
+    assert runs[1][2:] == ["[5.0,", "7.0,", "13.0,", "15.0]"]
