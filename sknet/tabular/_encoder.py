@@ -368,6 +368,13 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         lookups = self._category_lookups()
         n_cat = len(self.categorical_features_)
         out[:, start : start + n_cat] = _category_codes(self, X, lookups, dtype)
+        n_codes = len(self.code_features_)
+        if n_codes and X.shape[0] <= FEW_ROWS:  # a predict: a dict lookup a value
+            block = numbers[:, self._code_positions].astype(object)
+            label = lambda i: X.label(self.code_features_[i])  # noqa: E731
+            codes = out[:, start + n_cat : start + n_cat + n_codes]
+            encode_few_categories(block, self.categories_[n_cat:], lookups[n_cat:], label, codes)
+            return out
         for i, (j, position) in enumerate(zip(self.code_features_, self._code_positions)):
             k = n_cat + i
             codes = encode_categories(

@@ -270,8 +270,12 @@ def test_a_few_rows_of_every_dtype_are_encoded_as_the_large_table_encodes_them(m
     new = mixed_table(seed=1)
     new.loc[0, "code_int"] = 99  # unseen numbers among the numbers planned as categories
     new.loc[1, "code_float"] = 0.25
-    encoder = TabularEncoder(categorical_features=categorical).fit(frame)
+    frame["hour"] = np.arange(len(frame)) % 24  # numbers coded too (numeric_codes)
+    new["hour"] = np.arange(len(new)) % 26 * 1.0  # unseen hours: 24, 25
+    new.loc[new.index[2::9], "hour"] = np.nan
+    encoder = TabularEncoder(categorical_features=categorical, numeric_codes=True).fit(frame)
     assert encoder.is_categorical_.tolist() == [name in categorical for name in frame]
+    assert "hour" in encoder.feature_names_in_[encoder.code_features_]
     whole = encoder.transform(new)
     assert whole[0, encoder.output_groups_["categorical"]][3] == 10  # unknown: K + 1
     read = []
