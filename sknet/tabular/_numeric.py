@@ -123,8 +123,9 @@ class NumericScaler:
     def transform(self, X, out):
         """Write the mapped columns of ``X`` into ``out`` (same shape); NaN to the median.
 
-        The columns' ranks are taken one by one, the normal quantiles of all at once
-        (a one-row prediction makes a few calls a column, not a dozen)."""
+        The columns' ranks are taken one by one, the normal quantiles of all at once;
+        a few rows' ranks (a one-row predict) in one compiled loop over every value
+        (Numba's; without it, NumPy's pass over all columns at once). The same numbers."""
         if X.shape[0] > _TRANSFORM_ROWS:  # in blocks: the ranks' float64 stay small
             for start in range(0, X.shape[0], _TRANSFORM_ROWS):
                 stop = start + _TRANSFORM_ROWS
@@ -210,6 +211,7 @@ _TRANSFORM_ROWS = 16384
 #: each reference quantile of its column: cheap for a row or a few, not for many), for
 #: tables of at least ``_MANY_COLUMNS`` (fewer are ranked as fast a column at a time).
 #: One row of 36 numeric columns: 0.6 ms -> 0.2 ms; of 17: 0.33 -> 0.18 ms; of 9: level.
+#: With Numba, those rows are ranked by its kernel whatever the columns (0.1 ms -> 0.02 ms).
 _ALL_AT_ONCE_ROWS = 4
 _MANY_COLUMNS = 8
 
