@@ -1,5 +1,5 @@
 """Fused Numba kernels of the tabular layers: the piecewise-linear encoding, the category
-lookups, the adapters; and the quantile ranks of a prediction's few rows.
+lookups, the adapters.
 
 Built by :mod:`sknet.backend._cpu_kernels` with the other CPU kernels (the
 same ``jit`` options, the same cache). NumPy makes five passes over a batch's
@@ -13,7 +13,7 @@ rows in order, as the shared code's reductions and scatter do).
 
 def tabular_kernels(jit, reduce_jit):
     """The tabular layers' kernels, by name (compiled by ``_cpu_kernels._compile``)."""
-    return {**_input_kernels(jit), **_ensemble_kernels(jit), **_rank_kernels(jit)}
+    return {**_input_kernels(jit), **_ensemble_kernels(jit)}
 
 
 def _input_kernels(jit):
@@ -171,58 +171,3 @@ def _ensemble_kernels(jit):
         "member_sum": member_sum,
         "member_outer": member_outer,
     }
-
-
-def _rank_kernels(jit):
-    """The quantile ranks of a few rows (:meth:`sknet.tabular._numeric.NumericScaler.transform`
-    at predict): NumPy's ``interp`` for each value, a few calls a column, in one loop."""
-    import numpy as np
-
-    @jit
-    def quantile_ranks(X, medians, xp, fp, sizes, bound, ranks):
-        # ranks[i, c] = clip(0.5 * (interp(x) - interp_mirrored(-x)), bound, 1 - bound), where
-        # x is X[i, c] or, missing, the column's median; xp, fp, sizes: rows c (forward) and
-        # m + c (mirrored) of NumericScaler's side-by-side references. Each interp is
-        # np.interp(v, xp[row, :size], fp[row, :size]) step for step (written out here: a
-        # kernel calling another compiled function is not cached by Numba).
-        n, m = X.shape
-        for i in range(n):
-            for c in range(m):
-                x = X[i, c]
-                if np.isnan(x):
-                    x = medians[c]
-                rank = 0.0
-                for side in range(2):
-                    row, v = (c, x) if side == 0 else (m + c, -x)
-                    size = sizes[row]
-                    # j: the last reference at or below v (NumPy's binary search finds it)
-                    lo, hi = 0, size
-                    while lo < hi:
-                        mid = (lo + hi) >> 1
-                        if v >= xp[row, mid]:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    j = lo - 1
-                    if j < 0:
-                        value = fp[row, 0]
-                    elif j >= size - 1:
-                        value = fp[row, size - 1]
-                    elif xp[row, j] == v:
-                        value = fp[row, j]
-                    else:
-                        x0, x1, y0, y1 = xp[row, j], xp[row, j + 1], fp[row, j], fp[row, j + 1]
-                        slope = (y1 - y0) / (x1 - x0)
-                        value = slope * (v - x0) + y0
-                        if np.isnan(value):
-                            value = slope * (v - x1) + y1
-                            if np.isnan(value) and y0 == y1:
-                                value = y0
-                    rank = value if side == 0 else 0.5 * (rank - value)
-                if rank < bound:
-                    rank = bound
-                if rank > 1 - bound:
-                    rank = 1 - bound
-                ranks[i, c] = rank
-
-    return {"quantile_ranks": quantile_ranks}

@@ -35,7 +35,6 @@ from sknet.layers._tree import leaves as tree_leaves
 # _PREDICT_CHUNK_BYTES (a few MB: cache-sized work for convolutions).
 _PREDICT_CHUNK = 8192
 _PREDICT_CHUNK_BYTES = 4 << 20
-_MIN_PREDICT_CHUNK = 64
 
 
 class Network:
@@ -177,8 +176,7 @@ class Network:
         """Rows per prediction chunk (see ``_PREDICT_CHUNK_BYTES``)."""
         per_row = max(layer.values_per_sample() for layer in self.layers)
         per_row *= np.dtype(self.dtype).itemsize
-        per_chunk = max(_MIN_PREDICT_CHUNK, _PREDICT_CHUNK_BYTES // per_row)
-        return int(min(_PREDICT_CHUNK, per_chunk))
+        return int(min(_PREDICT_CHUNK, max(64, _PREDICT_CHUNK_BYTES // per_row)))
 
     def predict(self, X, output=None, stop=None):
         """Outputs for validated rows ``X``, in chunks, with ``output`` applied.
@@ -194,9 +192,7 @@ class Network:
         keep = backend.xp if on_device and backend.name.startswith("cuda") else None
         chunks = []
         with backend.device_context():
-            # A chunk is at least 64 rows: fewer are one chunk, without sizing one.
-            n = X.shape[0]
-            step = max(n, 1) if n <= _MIN_PREDICT_CHUNK else self.predict_chunk_rows()
+            step = self.predict_chunk_rows()
             for start in range(0, X.shape[0], step):
                 Xb = backend.asarray(X[start : start + step], self.input_dtype)
                 Z = self.forward(Xb, training=False, stop=stop)

@@ -89,6 +89,19 @@ def _category_codes(encoder, X, lookups, dtype):
     return codes
 
 
+def _number_codes(encoder, X, numbers, lookups, out):
+    """The codes of the numbers coded too (``code_features_``), into ``out``'s columns."""
+    categories = encoder.categories_[len(encoder.categorical_features_) :]
+    if len(encoder.code_features_) and X.shape[0] <= FEW_ROWS:  # a predict: a dict lookup
+        block = numbers[:, encoder._code_positions].astype(object)
+        label = lambda i: X.label(encoder.code_features_[i])  # noqa: E731
+        encode_few_categories(block, categories, lookups, label, out)
+        return
+    for i, (j, position) in enumerate(zip(encoder.code_features_, encoder._code_positions)):
+        values = numbers[:, position]
+        out[:, i] = encode_categories(values, categories[i], out.dtype, X.label(j), lookups[i])
+
+
 def _refuse_empty(encoder, X):
     if X.shape[0] < 1 or X.shape[1] < 1:
         what = "sample" if X.shape[0] < 1 else "feature"
@@ -368,19 +381,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         lookups = self._category_lookups()
         n_cat = len(self.categorical_features_)
         out[:, start : start + n_cat] = _category_codes(self, X, lookups, dtype)
-        n_codes = len(self.code_features_)
-        if n_codes and X.shape[0] <= FEW_ROWS:  # a predict: a dict lookup a value
-            block = numbers[:, self._code_positions].astype(object)
-            label = lambda i: X.label(self.code_features_[i])  # noqa: E731
-            codes = out[:, start + n_cat : start + n_cat + n_codes]
-            encode_few_categories(block, self.categories_[n_cat:], lookups[n_cat:], label, codes)
-            return out
-        for i, (j, position) in enumerate(zip(self.code_features_, self._code_positions)):
-            k = n_cat + i
-            codes = encode_categories(
-                numbers[:, position], self.categories_[k], dtype, X.label(j), lookups[k]
-            )
-            out[:, start + k] = codes
+        _number_codes(self, X, numbers, lookups[n_cat:], out[:, start + n_cat :])
         return out
 
     def get_feature_names_out(self, input_features=None):

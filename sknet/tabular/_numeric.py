@@ -20,6 +20,8 @@ import functools
 import numpy as np
 from scipy.special import ndtri
 
+from sknet.tabular._compiled import compiled_ranks
+
 #: The scalings :class:`NumericScaler` knows.
 SCALINGS = ("quantile", "robust", "standard", None)
 
@@ -132,7 +134,7 @@ class NumericScaler:
                 self.transform(X[start:stop], out[start:stop])
             return out
         if self.scaling == "quantile" and X.shape[0] <= _ALL_AT_ONCE_ROWS:
-            compiled = _compiled_ranks()
+            compiled = compiled_ranks()
             if compiled is not None:  # a one-row predict: one compiled loop
                 ranks = np.empty(X.shape)
                 xp, fp, sizes, constant = self._reference_rows()
@@ -214,14 +216,6 @@ _TRANSFORM_ROWS = 16384
 #: With Numba, those rows are ranked by its kernel whatever the columns (0.1 ms -> 0.02 ms).
 _ALL_AT_ONCE_ROWS = 4
 _MANY_COLUMNS = 8
-
-
-def _compiled_ranks():
-    """The compiled ranks of a few rows (``sknet.backend``'s Numba kernels), or None: the
-    NumPy code (no Numba, or ``SKNET_NUMBA=0``). The same numbers either way."""
-    from sknet.backend._cpu_kernels import KERNELS
-
-    return None if KERNELS is None else KERNELS["quantile_ranks"]
 
 
 def _side_by_side(quantiles):

@@ -172,13 +172,16 @@ def test_a_few_rows_are_ranked_all_columns_at_once_as_one_by_one(n_rows, compile
     # ties, below the first and past the last, missing, and for a column of one value.
     import pickle
 
-    from sknet.backend._cpu_kernels import KERNELS
     from sknet.tabular import _numeric
+    from sknet.tabular._compiled import compiled_ranks
 
-    if compiled and KERNELS is None:
+    kernel = compiled_ranks()
+    if compiled and kernel is None:
         pytest.skip("Numba is not installed (or SKNET_NUMBA=0): no compiled kernels")
-    if not compiled:
-        monkeypatch.setattr(_numeric, "_compiled_ranks", lambda: None)
+    if compiled:  # cached on disk: no compiled function in its closure (Numba's rule)
+        assert kernel.py_func.__closure__ is None
+    else:
+        monkeypatch.setattr(_numeric, "compiled_ranks", lambda: None)
 
     rng = np.random.RandomState(0)
     n = 3000
@@ -203,9 +206,8 @@ def test_a_few_rows_are_ranked_all_columns_at_once_as_one_by_one(n_rows, compile
     )  # fmt: skip
     calls = []
     if compiled:
-        kernel = KERNELS["quantile_ranks"]
         monkeypatch.setattr(
-            _numeric, "_compiled_ranks", lambda: lambda *a: calls.append(1) or kernel(*a)
+            _numeric, "compiled_ranks", lambda: lambda *a: calls.append(1) or kernel(*a)
         )
     else:
         rank_all = NumericScaler._rank_all
