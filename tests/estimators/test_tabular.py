@@ -633,7 +633,12 @@ def test_polars_and_pyarrow_tables_keep_their_names_through_fit_and_predict(kind
     clf = TabularClassifier(**SMALL).fit(native, y)
     assert clf.feature_names_in_.tolist() == list(X.columns)
     reference = TabularClassifier(**SMALL).fit(X, y)
-    assert_allclose(clf.predict_proba(native), reference.predict_proba(X), rtol=1e-6)
+    whole = clf.predict_proba(native)
+    assert_allclose(whole, reference.predict_proba(X), rtol=1e-6)
+    for start, length in [(3, 1), (10, 2), (0, 64)]:  # a few rows: the paths of a predict
+        rows = clf.predict_proba(native.slice(start, length))
+        assert_allclose(rows, whole[start : start + length], rtol=1e-6, atol=1e-7)
+        assert_allclose(rows, reference.predict_proba(X.iloc[start : start + length]), rtol=1e-6)
     with pytest.raises(ValueError, match="same order as they were in fit"):
         clf.predict_proba(reorder(native))
 
