@@ -200,10 +200,11 @@ def encode_few_categories(block, categories, lookups, label, out):
     """
     if block.shape[1] == 0:
         return out
-    missing = missing_mask(block.ravel()).tolist()
+    flat = block.ravel()
+    missing = missing_mask(flat).tolist()
     unknown = [len(c) + 1 for c in categories]
     codes = []
-    for i, (value, absent) in enumerate(zip(block.ravel().tolist(), missing)):
+    for i, (value, absent) in enumerate(zip(flat.tolist(), missing)):
         if absent:
             codes.append(MISSING_CODE)
             continue
