@@ -55,8 +55,11 @@ class StochasticOptimizer(ABC):
         The initial learning rate.
     """
 
-    #: names of the per-parameter state lists, for moving and pickling
+    #: names of the per-parameter state lists, for moving and pickling (an optimizer
+    #: that averages the weights lists ``"averages"`` too: :meth:`start_averaging`)
     state_names = ()
+    #: how much of the weights' moving average each step keeps (None: no average)
+    average_decay = None
 
     def __init__(self, params, backend, learning_rate_init):
         self.learning_rate_init = learning_rate_init
@@ -105,6 +108,8 @@ class StochasticOptimizer(ABC):
                     ],
                 )
         if layout is not None:
+            if old_layout is not None and list(layout) != list(old_layout):
+                self._restart_averages()  # a newly trained parameter has no average yet
             self.layout = layout
 
     def follow(self, parameters):
@@ -140,7 +145,41 @@ class StochasticOptimizer(ABC):
 
     @abstractmethod
     def step(self, grads):
-        """Update every parameter in place from its gradient."""
+        """Update every parameter in place from its gradient (then their average)."""
+
+    # -- the weights' moving average --------------------------------------------------
+    def start_averaging(self, decay):
+        """Keep an exponential moving average of the weights from now on.
+
+        ``averages`` (one array a parameter array, a state list) start at the
+        weights; after each step they move ``1 - decay`` of the way to the new
+        weights. The trainer validates and returns the averages
+        (:meth:`~sknet.engine._trainer.Trainer.end_epoch`).
+        """
+        self.average_decay = float(decay)
+        if "averages" not in self.state_names:
+            self.state_names = (*self.state_names, "averages")
+        self._restart_averages()
+
+    def stop_averaging(self):
+        """No moving average of the weights (the default)."""
+        self.average_decay = None
+        self.__dict__.pop("averages", None)
+        self.state_names = tuple(n for n in self.state_names if n != "averages")
+
+    def _restart_averages(self):
+        if self.average_decay is not None:
+            self.averages = [p.copy() for p in self.params]
+
+    def _average_step(self):
+        """Move each average ``1 - average_decay`` of the way to its weights."""
+        if self.average_decay is None:
+            return
+        share = 1.0 - self.average_decay
+        for p, average in zip(self.params, self.averages):
+            gap = self.backend.xp.subtract(p, average, out=self._tmp_like(p))
+            gap *= share
+            average += gap
 
     def snapshot(self, into=None):
         """Copies of the whole state, for :meth:`restore` after a failed fit.
@@ -165,9 +204,19 @@ class StochasticOptimizer(ABC):
         """Put back the state saved by :meth:`snapshot`, in place."""
         arrays, scalars = snapshot
         for name, saved in arrays.items():
+            if name not in self.__dict__ and hasattr(self, "backend"):
+                # the averages of an optimizer that averages, new to this one (a replica)
+                setattr(
+                    self,
+                    name,
+                    [self.backend.asarray(v, p.dtype).copy() for v, p in zip(saved, self.params)],
+                )
+                continue
             for state, value in zip(getattr(self, name), saved):
                 state[...] = self.backend.asarray(value) if hasattr(self, "backend") else value
         self.__dict__.update(scalars)
+        if "averages" not in self.state_names:  # restored to before averaging began
+            self.__dict__.pop("averages", None)
 
     @property
     def base_learning_rate(self):
@@ -254,6 +303,7 @@ class SGD(StochasticOptimizer):
             self.params, grads, self.velocities, self._scaled(self.learning_rate)
         ):
             update(p, g, vel, lr, momentum, nesterov, self._tmp_like(p))
+        self._average_step()
 
     def iteration_ends(self, time_step):
         if self.lr_schedule == "invscaling":
@@ -318,6 +368,7 @@ class Adam(StochasticOptimizer):
         update, eps = self.backend.adam_update, self._epsilon(correction)
         for p, g, m, v, lr in zip(self.params, grads, self.ms, self.vs, rates):
             update(p, g, m, v, lr, b1, b2, eps, self._tmp_like(p))
+        self._average_step()
 
     def _step_sizes(self, correction, bias):
         """Each parameter array's step size: the bias-corrected rate times its ``lr_scale``.

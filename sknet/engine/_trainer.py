@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from sknet.engine._averaging import put_averages, take_back
 from sknet.engine._batches import BatchRows
 from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
@@ -322,7 +323,7 @@ class Trainer:
 
         hooks = self.begin_training(state)
         try:
-            for _ in range(max_epochs):
+            for i in range(max_epochs):
                 state.epoch = len(state.history) + 1
                 self.notify("on_epoch_begin", state.epoch)
                 started = time.perf_counter()
@@ -352,7 +353,7 @@ class Trainer:
                     order = self.backend.asarray(rows) if ordered else None
                     total = self.run_batches(data, optimizer, order=order, steps=steps, **batches)
                 loss = float(total) / rows.shape[0]  # the epoch's one read-back
-                if self.end_epoch(state.epoch, loss, evaluate, started):
+                if self.end_epoch(state.epoch, loss, evaluate, started, i == max_epochs - 1):
                     break
         except KeyboardInterrupt:
             warnings.warn("Training interrupted by user.")
@@ -361,14 +362,20 @@ class Trainer:
         finally:
             hooks.end()
 
-    def end_epoch(self, epoch, loss, evaluate, started):
-        """Check the loss, record the history row, call on_epoch_end; True stops."""
+    def end_epoch(self, epoch, loss, evaluate, started, last=False):
+        """Check the loss, record the history row, call on_epoch_end; True stops.
+
+        An optimizer's weight averages are what is validated and what the
+        callbacks see (:mod:`~sknet.engine._averaging`); they stay after the
+        ``last`` epoch and when training stops.
+        """
         if not np.isfinite(loss):
             if self.notify("on_nan", epoch):
                 return True
             raise Diverged(f"The loss became {loss} at epoch {epoch}.")
-        valid_loss, valid_score = (None, None) if evaluate is None else evaluate()
         optimizer = self.state.optimizer
+        stepped = put_averages(optimizer)
+        valid_loss, valid_score = (None, None) if evaluate is None else evaluate()
         logs = {
             "epoch": epoch,
             "train_loss": loss,
@@ -378,7 +385,10 @@ class Trainer:
             "duration": time.perf_counter() - started,
         }
         self.state.history.append(logs)
-        return self.notify("on_epoch_end", epoch, logs)
+        stop = self.notify("on_epoch_end", epoch, logs)
+        if stepped is not None and not (stop or last):
+            take_back(optimizer, stepped)
+        return stop
 
 
 def loss_and_outputs(trainer, X, Y, w, chunk_rows=None):

@@ -64,6 +64,7 @@ class TabularMixin:
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "weight_averaging": [Interval(Real, 0, None, closed="neither"), None],
     }
     _network_parameters = (
         "categorical_features",

@@ -70,6 +70,19 @@ default=${numeric_embedding}
         three members scored as well as four on the benchmark's two such
         tables in two thirds to three quarters of the time (the tables guide
         says how it was measured); ``n_members_`` is the number used.
+
+    weight_averaging : float or None, default=${weight_averaging}
+        Average the weights over about this many epochs as they train (an
+        exponential moving average, updated after every step: each step
+        keeps ``1 - 1 / (weight_averaging * batches per epoch)`` of it).
+        The averaged weights are the ones validated, the ones early stopping
+        keeps, the ones callbacks see at the end of an epoch and the ones
+        the fit returns; training goes on from the stepped weights. ``None``:
+        the last step's weights, as an MLP. ``partial_fit`` does not average.
+        Half an epoch, with a constant rate and a patience of two epochs,
+        scored better than annealing the rate after the plateau on the
+        tuning tables, in fewer epochs (the tables guide says how it was
+        measured).
 """
 
 TABULAR_ATTRIBUTES_DOC = """
@@ -168,7 +181,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         solver="adamw",
         alpha=0.0,
         batch_size="auto",
-        learning_rate="anneal",
+        learning_rate="constant",
         learning_rate_init="auto",
         power_t=0.5,
         max_iter=200,
@@ -186,7 +199,8 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0003,
-        n_iter_no_change=3,
+        n_iter_no_change=2,
+        weight_averaging=0.5,
         max_fun=15000,
         clip_norm=None,
         device="auto",
@@ -231,6 +245,7 @@ class TabularClassifier(TabularMixin, NetworkClassifierMixin, _NeuralNet):
         self.epsilon = epsilon
         self.weight_decay = weight_decay
         self.n_iter_no_change = n_iter_no_change
+        self.weight_averaging = weight_averaging
         self.max_fun = max_fun
         self.clip_norm = clip_norm
         self.device = device
@@ -303,7 +318,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         solver="adamw",
         alpha=0.0,
         batch_size="auto",
-        learning_rate="anneal",
+        learning_rate="constant",
         learning_rate_init="auto",
         power_t=0.5,
         max_iter=200,
@@ -321,7 +336,8 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         beta_2=0.999,
         epsilon=1e-8,
         weight_decay=0.0003,
-        n_iter_no_change=3,
+        n_iter_no_change=2,
+        weight_averaging=0.5,
         max_fun=15000,
         clip_norm=None,
         device="auto",
@@ -365,6 +381,7 @@ class TabularRegressor(TabularMixin, TargetScaling, NetworkRegressorMixin, _Neur
         self.epsilon = epsilon
         self.weight_decay = weight_decay
         self.n_iter_no_change = n_iter_no_change
+        self.weight_averaging = weight_averaging
         self.max_fun = max_fun
         self.clip_norm = clip_norm
         self.device = device

@@ -13,6 +13,7 @@ can go wrong while it trains into the user's errors.
 import contextlib
 
 from sknet.callbacks._sklearn_bridge import epoch_tasks
+from sknet.engine._averaging import configure_averaging
 from sknet.engine._callbacks import Callback, TrainingState, copy_callbacks
 from sknet.engine._convergence import ScikitLearnConvergence, ScikitLearnLog
 from sknet.engine._lbfgs import run_lbfgs
@@ -73,6 +74,8 @@ def train(
             max_epochs=1 if incremental else est.max_iter,
             used=used,
             split=split,
+            # partial_fit steps the weights it returns: an average is over a fit's epochs
+            averaging=None if incremental else getattr(est, "weight_averaging", None),
         )
     xp = backend.xp  # min and max carry NaN and inf: no array of the weights' size made
     if not all(
@@ -182,7 +185,17 @@ def builtin_callbacks(est, incremental):
 
 
 def train_stochastic(
-    est, trainer, X, Y, sample_weight, validation, rng, max_epochs, used, split=None
+    est,
+    trainer,
+    X,
+    Y,
+    sample_weight,
+    validation,
+    rng,
+    max_epochs,
+    used,
+    split=None,
+    averaging=None,
 ):
     train_rows = None
     if est.early_stopping and validation is None:
@@ -191,7 +204,9 @@ def train_stochastic(
     n_train = X.shape[0] if train_rows is None else train_rows.shape[0]
     batch_size = resolve_batch_size(est.batch_size, n_train, auto=est._auto_batch_size)
     used["batch_size"] = batch_size
-    est._optimizer = make_optimizer(est, trainer, n_batches=-(-n_train // batch_size))
+    n_batches = -(-n_train // batch_size)
+    est._optimizer = make_optimizer(est, trainer, n_batches=n_batches)
+    configure_averaging(est._optimizer, averaging, n_batches)
     placement, data = place_training_data(
         est,
         trainer,

@@ -262,9 +262,16 @@ def test_a_given_rate_is_the_rate_and_auto_clones():
         TabularRegressor(learning_rate_init="fast", device="cpu").fit(X, y)
 
 
-def test_the_tabular_defaults_anneal_and_keep_the_best_epoch():
+@pytest.mark.parametrize("weight_averaging", [None, 0.5])
+def test_a_tabular_anneal_keeps_the_best_epoch(weight_averaging):
     X, y = table(2000)
-    reg = TabularRegressor(random_state=0, device="cpu").fit(X, y)
+    reg = TabularRegressor(
+        learning_rate="anneal",
+        n_iter_no_change=3,
+        weight_averaging=weight_averaging,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
     plateau = plateau_epoch(reg.validation_scores_, reg.tol, reg.n_iter_no_change)
     assert reg.n_iter_ in (plateau + ANNEAL_EPOCHS, reg.max_iter)
     assert rates(reg)[plateau:] == pytest.approx([0.002, 0.0005])
@@ -276,7 +283,7 @@ def test_an_lr_scheduler_with_the_anneal_is_refused_with_what_to_do():
     from sknet.callbacks import LRScheduler
 
     X, y = table(200)
-    reg = TabularRegressor(callbacks=[LRScheduler("cosine")], device="cpu")
+    reg = TabularRegressor(learning_rate="anneal", callbacks=[LRScheduler("cosine")], device="cpu")
     with pytest.raises(ValueError, match="give learning_rate='constant' with an LRScheduler"):
         reg.fit(X, y)
     reg.set_params(learning_rate="constant", max_iter=2)
