@@ -10,8 +10,8 @@ comparison of a few settings runs in minutes on one core.
 
 Each setting is a set of parameters of ``TabularClassifier`` /
 ``TabularRegressor`` over the defaults, as JSON (callbacks as
-``{"learning_rate": "constant", "callbacks": [{"LRScheduler": {"policy": "plateau"}}]}``;
-a schedule callback needs the constant rate, the defaults anneal)::
+``{"callbacks": [{"LRScheduler": {"policy": "plateau"}}]}``; a schedule
+callback needs the constant rate, the default)::
 
     python benchmarks/tune_tabular.py --seeds 2 \\
         --setting '{}' --setting '{"n_members": 1}' --setting '{"numeric_embedding": null}'

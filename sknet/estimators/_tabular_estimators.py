@@ -4,9 +4,10 @@ What they do is in :mod:`sknet.estimators._tabular` (the column plan, the
 standardized target) and :mod:`sknet.estimators._tabular_network` (the
 layers); the defaults were chosen on the tables of
 ``benchmarks/tune_tabular.py``, none of which ``benchmarks/bench_tabular.py``
-measures, except four tried first on the benchmark's tables and then
-compared there (the anneal, no dropout, the ``'auto'`` rate and members: the
-tables guide says how).
+measures, except five tried first on the benchmark's tables (no dropout,
+the ``'auto'`` rate and members, then the weights' average with a constant
+rate and a patience of two epochs, which replaced the anneal: the tables
+guide says how).
 """
 
 from sknet.estimators._classifier import NetworkClassifierMixin
