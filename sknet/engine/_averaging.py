@@ -7,9 +7,11 @@ trainer puts the averages in the network (:func:`put_averages`): the validation
 scores them, early stopping keeps them, callbacks see them. Training then goes on
 from the weights the optimizer stepped (:func:`take_back`), unless a callback put
 other weights in meanwhile (early stopping's best ones, a user's), which training
-then goes on from, their average starting again there; after the last epoch the
-averages stay.
+then goes on from, their average starting again there. After the last epoch,
+and when training stops, the averages stay (:func:`averages_in`).
 """
+
+import contextlib
 
 
 def averaging_decay(span, n_batches):
@@ -42,6 +44,32 @@ def take_back(optimizer, stepped):
     else:
         for p, average in pairs:
             average[...] = p
+
+
+class _Decision:
+    """Records whether the epoch's averages stay: called with the epoch's stop flag."""
+
+    def __init__(self, keep):
+        self.keep = keep
+
+    def __call__(self, stop):
+        self.keep = self.keep or bool(stop)
+        return stop
+
+
+@contextlib.contextmanager
+def averages_in(optimizer, keep=False):
+    """Within the block, ``optimizer``'s averages are its weights (no averages: no change).
+
+    Yields a function that takes the epoch's stop flag and returns it: a true
+    one, or ``keep`` (the last epoch), leaves the averages in after the block;
+    otherwise training goes on from the stepped weights (:func:`take_back`).
+    """
+    decision = _Decision(keep)
+    stepped = put_averages(optimizer)
+    yield decision
+    if stepped is not None and not decision.keep:
+        take_back(optimizer, stepped)
 
 
 def configure_averaging(optimizer, span, n_batches):

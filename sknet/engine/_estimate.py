@@ -22,6 +22,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils.validation import _num_samples, check_consistent_length
 
 from sknet.backend import get_backend, memory_rules
+from sknet.engine._averaging import configure_averaging
 from sknet.engine._dry import DRY_BACKEND, DryRandomState
 from sknet.engine._memory import DataShape, fit_sizes, held_bytes
 from sknet.engine._optimizers import make_optimizer
@@ -255,6 +256,9 @@ def _estimate_fit(estimator, probe, data, rows, sample_weight, X_val, y_val):
         if lbfgs
         else resolve_batch_size(probe.batch_size, n_train, auto=probe._auto_batch_size)
     )
+    if optimizer is not None:  # the weights' averages, as the fit keeps them
+        span = getattr(probe, "weight_averaging", None)
+        configure_averaging(optimizer, span, -(-n_train // batch_size))
     sizes = fit_sizes(
         backend,
         trainer,

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from sknet.engine._averaging import put_averages, take_back
+from sknet.engine._averaging import averages_in
 from sknet.engine._batches import BatchRows
 from sknet.engine._callbacks import TrainingHooks, call_hook, overrides
 from sknet.engine._layout import ParameterLayout
@@ -363,32 +363,24 @@ class Trainer:
             hooks.end()
 
     def end_epoch(self, epoch, loss, evaluate, started, last=False):
-        """Check the loss, record the history row, call on_epoch_end; True stops.
-
-        An optimizer's weight averages are what is validated and what the
-        callbacks see (:mod:`~sknet.engine._averaging`); they stay after the
-        ``last`` epoch and when training stops.
-        """
+        """Check the loss, record the history row, call on_epoch_end; True stops."""
         if not np.isfinite(loss):
             if self.notify("on_nan", epoch):
                 return True
             raise Diverged(f"The loss became {loss} at epoch {epoch}.")
         optimizer = self.state.optimizer
-        stepped = put_averages(optimizer)
-        valid_loss, valid_score = (None, None) if evaluate is None else evaluate()
-        logs = {
-            "epoch": epoch,
-            "train_loss": loss,
-            "valid_loss": valid_loss,
-            "valid_score": valid_score,
-            "learning_rate": None if optimizer is None else optimizer.base_learning_rate,
-            "duration": time.perf_counter() - started,
-        }
-        self.state.history.append(logs)
-        stop = self.notify("on_epoch_end", epoch, logs)
-        if stepped is not None and not (stop or last):
-            take_back(optimizer, stepped)
-        return stop
+        with averages_in(optimizer, keep=last) as kept:  # validated, seen by the callbacks
+            valid_loss, valid_score = (None, None) if evaluate is None else evaluate()
+            logs = {
+                "epoch": epoch,
+                "train_loss": loss,
+                "valid_loss": valid_loss,
+                "valid_score": valid_score,
+                "learning_rate": None if optimizer is None else optimizer.base_learning_rate,
+                "duration": time.perf_counter() - started,
+            }
+            self.state.history.append(logs)
+            return kept(self.notify("on_epoch_end", epoch, logs))
 
 
 def loss_and_outputs(trainer, X, Y, w, chunk_rows=None):

@@ -246,3 +246,17 @@ def test_a_bad_span_is_refused_by_name(bad):
 def test_the_span_clones_and_none_is_the_plain_fit():
     assert clone(TabularRegressor(weight_averaging=None)).weight_averaging is None
     assert TabularClassifier().get_params()["weight_averaging"] == 0.5
+
+
+def test_the_memory_estimate_counts_the_averages_as_optimizer_state():
+    X, y = table(500)
+    averaged = estimate_memory(TabularRegressor(**SMALL), X, y)
+    plain = estimate_memory(TabularRegressor(**SMALL, weight_averaging=None), X, y)
+    fitted = TabularRegressor(**SMALL, max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted.fit(X, y)
+    trained = sum(a.nbytes for a in fitted._optimizer.averages)  # a copy of the trained weights
+    extra = averaged["optimizer_state"] - plain["optimizer_state"]
+    assert extra == trained > 0
+    assert averaged.total - plain.total == extra
