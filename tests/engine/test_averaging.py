@@ -236,7 +236,7 @@ def test_a_streamed_fit_that_averages_is_the_in_memory_fit():
     _assert_same_model(in_memory, streamed)
 
 
-@pytest.mark.parametrize("bad", [0, -0.5, "half"])
+@pytest.mark.parametrize("bad", [0, -0.5, float("nan"), "half"])
 def test_a_bad_span_is_refused_by_name(bad):
     X, y = table(100)
     with pytest.raises((ValueError, TypeError), match="weight_averaging"):
