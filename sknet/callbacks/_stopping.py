@@ -7,6 +7,7 @@ import warnings
 import joblib
 from sklearn.utils._param_validation import StrOptions as _StrOptions
 
+from sknet.engine._averaging import put_averages as _put_averages
 from sknet.engine._callbacks import BestWeights as _BestWeights
 from sknet.engine._callbacks import Callback
 from sknet.engine._callbacks import improved as _improved
@@ -224,6 +225,8 @@ class TerminateOnNaN(Callback):
         self._weights.restore(state.network)
         if self._optimizer_state is not None:
             state.optimizer.restore(self._optimizer_state)
+            # with the weights' average, the last finite epoch's model is its averages
+            _put_averages(state.optimizer)
         warnings.warn(
             f"The loss became non-finite at epoch {epoch}; training stopped and the "
             f"weights of epoch {epoch - 1} are kept.",

@@ -6,9 +6,10 @@ exponential moving average of them, step by step. At the end of each epoch the
 trainer puts the averages in the network (:func:`put_averages`): the validation
 scores them, early stopping keeps them, callbacks see them. Training then goes on
 from the weights the optimizer stepped (:func:`take_back`), unless a callback put
-other weights in meanwhile (early stopping's best ones, a user's), which training
-then goes on from, their average starting again there. After the last epoch,
-and when training stops, the averages stay (:func:`averages_in`).
+weights in meanwhile (early stopping's best ones, a user's, the epoch's averages
+themselves), which training then goes on from, their average starting again
+there. After the last epoch, and when training stops, the averages stay
+(:func:`averages_in`).
 """
 
 import contextlib
@@ -34,11 +35,16 @@ def put_averages(optimizer):
     return stepped
 
 
-def take_back(optimizer, stepped):
-    """Train on from the ``stepped`` weights, or from others a callback put in since."""
+def take_back(optimizer, stepped, put_in=False):
+    """Train on from the ``stepped`` weights, or from others a callback put in since.
+
+    ``put_in``: a callback loaded weights (:meth:`Network.load_weights
+    <sknet.engine._network.Network.load_weights>`), even the averages themselves;
+    weights written otherwise are told from the averages by their values.
+    """
     xp = optimizer.backend.xp
     pairs = list(zip(optimizer.params, optimizer.averages))
-    if all(bool(xp.array_equal(p, average)) for p, average in pairs):
+    if not put_in and all(bool(xp.array_equal(p, average)) for p, average in pairs):
         for p, weights in zip(optimizer.params, stepped):
             p[...] = weights
     else:
@@ -58,8 +64,9 @@ class _Decision:
 
 
 @contextlib.contextmanager
-def averages_in(optimizer, keep=False):
-    """Within the block, ``optimizer``'s averages are its weights (no averages: no change).
+def averages_in(optimizer, network, keep=False):
+    """Within the block, ``optimizer``'s averages are ``network``'s weights (no
+    averages: no change).
 
     Yields a function that takes the epoch's stop flag and returns it: a true
     one, or ``keep`` (the last epoch), leaves the averages in after the block;
@@ -67,9 +74,10 @@ def averages_in(optimizer, keep=False):
     """
     decision = _Decision(keep)
     stepped = put_averages(optimizer)
+    loads = network.loads
     yield decision
     if stepped is not None and not decision.keep:
-        take_back(optimizer, stepped)
+        take_back(optimizer, stepped, put_in=network.loads != loads)
 
 
 def configure_averaging(optimizer, span, n_batches):

@@ -228,9 +228,19 @@ class Network:
         return [w.copy() for w in self.weights()]
 
     def load_weights(self, saved):
-        """Write arrays saved by :meth:`save_weights` back, in place."""
+        """Write arrays saved by :meth:`save_weights` back, in place.
+
+        Each call counts in :attr:`loads` (never pickled): how the weights'
+        average tells weights a callback put back from its own.
+        """
         for weight, value in zip(self.weights(), saved):
             weight[...] = self.backend.asarray(value)
+        self.__dict__["_loads"] = self.loads + 1
+
+    @property
+    def loads(self):
+        """How many times :meth:`load_weights` wrote this network's weights."""
+        return self.__dict__.get("_loads", 0)
 
     def to_backend(self, backend):
         """Move every layer of the tree to ``backend`` (no-op when already there)."""
@@ -271,6 +281,7 @@ class Network:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["backend"] = self.backend.name
+        state.pop("_loads", None)
         return state
 
     def __setstate__(self, state):

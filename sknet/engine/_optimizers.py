@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 #: what an optimizer holds that is not its state: bound arrays, work array, spare copies
-_NOT_STATE = ("params", "backend", "_tmp", "_spare")
+NOT_STATE = ("params", "backend", "_tmp", "_spare")
 
 
 def copy_arrays(arrays, into=None):
@@ -194,9 +194,7 @@ class StochasticOptimizer(ABC):
             name: copy_arrays(getattr(self, name), into.get(name)) for name in self.state_names
         }
         scalars = {
-            k: v
-            for k, v in vars(self).items()
-            if k not in self.state_names and k not in _NOT_STATE
+            k: v for k, v in vars(self).items() if k not in self.state_names and k not in NOT_STATE
         }
         return arrays, scalars
 

@@ -369,7 +369,7 @@ class Trainer:
                 return True
             raise Diverged(f"The loss became {loss} at epoch {epoch}.")
         optimizer = self.state.optimizer
-        with averages_in(optimizer, keep=last) as kept:  # validated, seen by the callbacks
+        with averages_in(optimizer, self.network, keep=last) as kept:  # validated, seen
             valid_loss, valid_score = (None, None) if evaluate is None else evaluate()
             logs = {
                 "epoch": epoch,

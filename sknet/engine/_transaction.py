@@ -26,7 +26,7 @@ buffer, optionally the device memory pool) and keeps only the model.
 
 import contextvars
 
-from sknet.engine._optimizers import copy_arrays
+from sknet.engine._optimizers import NOT_STATE, copy_arrays
 from sknet.layers._tree import walk
 
 #: ``{id(estimator): transaction}`` of the fits under way in this context.
@@ -127,7 +127,12 @@ class FitTransaction:
             layer.__dict__.update(trainable=trainable, lr_scale=lr_scale)
         if self._optimizer is not None and self._optimizer[1] is not None:
             optimizer, (arrays, scalars) = self._optimizer
-            self._freed = {name: getattr(optimizer, name) for name in arrays}  # the failed fit's
+            # the failed fit's arrays, of the state lists it still has (it may have stopped
+            # averaging the weights), and nothing it added (it may have started)
+            self._freed = {n: optimizer.__dict__[n] for n in arrays if n in optimizer.__dict__}
+            for name in [n for n in vars(optimizer) if n not in {**arrays, **scalars}]:
+                if name not in NOT_STATE:
+                    del optimizer.__dict__[name]
             optimizer.__dict__.update(scalars)  # its layout too: the next fit follows it
             for name, values in arrays.items():
                 setattr(optimizer, name, values)
