@@ -159,7 +159,7 @@ def encode_categories(values, categories, dtype=np.float64, label="0", lookup=No
         except TypeError:  # e.g. numbers against strings: nothing matches
             return codes
         where = np.minimum(where, K - 1)
-        found = categories[where] == values[present]
+        found = _equal(categories[where], values[present])
         codes[np.flatnonzero(present)[found]] = where[found] + 1
         return codes
     found = _hashed_codes(categories, values[present])
@@ -200,7 +200,7 @@ def encode_few_categories(block, categories, lookups, label, out):
     """
     if block.shape[1] == 0:
         return out
-    flat = block.ravel()
+    flat = block.T.ravel()  # column by column: a refused value is the one the large path names
     missing = missing_mask(flat).tolist()
     unknown = [len(c) + 1 for c in categories]
     codes = []
@@ -208,7 +208,7 @@ def encode_few_categories(block, categories, lookups, label, out):
         if absent:
             codes.append(MISSING_CODE)
             continue
-        j = i % block.shape[1]
+        j = i // block.shape[0]
         try:
             code = lookups[j].get(value, unknown[j])
         except TypeError:  # unhashable: refused below
@@ -216,8 +216,30 @@ def encode_few_categories(block, categories, lookups, label, out):
         if code == unknown[j]:
             _check_values((value,), label(j))
         codes.append(code)
-    out[...] = np.reshape(codes, block.shape)
+    out[...] = np.reshape(codes, block.shape[::-1]).T
     return out
+
+
+def _equal(categories, values):
+    """``categories == values``, elementwise; integers against floats compared exactly, as
+    Python and a dict compare them (NumPy's ``==`` rounds int64 to float64 first, so
+    ``2**53 + 1`` would equal ``2.0**53``)."""
+    equal = categories == values
+    kinds = categories.dtype.kind + values.dtype.kind
+    if sorted(kinds) not in (["f", "i"], ["f", "u"]):
+        return equal
+    ints, floats = (categories, values) if kinds[0] in "iu" else (values, categories)
+    matched = np.flatnonzero(equal)
+    if ints.dtype.itemsize < 8 or not matched.size:
+        return equal  # (every integer of 32 bits or fewer is a float64 exactly)
+    # where the float equals the rounded integer: equal if it is that integer exactly
+    info = np.iinfo(ints.dtype)
+    candidates = floats[matched]
+    inside = (candidates >= info.min) & (candidates < float(info.max))
+    exact = np.zeros(matched.size, dtype=bool)
+    exact[inside] = candidates[inside].astype(ints.dtype) == ints[matched][inside]
+    equal[matched] = exact
+    return equal
 
 
 #: Fewer values than this are coded by a dict (a row at predict: no table to build).
@@ -239,8 +261,8 @@ def _hashed_codes(categories, values):
         return None
     try:
         where = pd.Index(categories, dtype=object).get_indexer(values)
-    except TypeError:  # unhashable values: the dict path names them
-        return None
+    except (TypeError, NotImplementedError):  # unhashable values (the dict path names
+        return None  # them), or a dtype pandas does not index (float16)
     return np.where(where < 0, len(categories), where) + 1
 
 

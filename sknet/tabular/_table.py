@@ -133,12 +133,19 @@ class Table:
             return self._array[:, j]
         if is_pandas(self.native):
             column = self.native.iloc[:, j]
+            nullable_ints = column.dtype.kind in "iu" and not isinstance(column.dtype, np.dtype)
+            if nullable_ints and column.hasnans and _beyond_floats(column):
+                return column.to_numpy(dtype=object)  # (not as floats: IDs stay distinct)
             if column.dtype.kind in "biuf":
                 return column.to_numpy()
             return column.to_numpy(dtype=object)
         series = self._frame.get_column(self._labels[j])
         if series.dtype.is_numeric() and not series.null_count():
             return series.to_numpy()
+        if series.dtype.is_integer() and _beyond_floats(series):
+            values = np.empty(len(series), dtype=object)
+            values[:] = series.to_list()  # exact integers, None for null
+            return values
         values = np.asarray(series.to_numpy(), dtype=object)
         values[np.asarray(series.is_null().to_numpy(), dtype=bool)] = None  # pyarrow reads
         return values  # a null category as another category
@@ -186,8 +193,8 @@ class Table:
                 return block
             try:
                 return block.astype(np.float64)
-            except (TypeError, ValueError):  # one by one: the same values, or the error
-                return None
+            except (TypeError, ValueError, OverflowError):  # one by one: the same values,
+                return None  # or the error naming the column
         if self._dtypes is None:
             self._dtypes = list(self.native.dtypes)
         dtypes = [self._dtypes[j] for j in columns]
@@ -239,6 +246,12 @@ class Table:
                 values[missing] = np.nan
         try:
             return values.astype(np.float64)
+        except OverflowError:  # an integer beyond the floats: refused as infinity is
+            raise ValueError(
+                f"Input X contains a number too large for a float in column "
+                f"{self.label(j)}: a numeric column may hold missing values (NaN), not "
+                "infinite ones."
+            ) from None
         except (TypeError, ValueError) as exc:  # a string (a date, a list) among the numbers
             value = _first_text(values)
             message = (
@@ -302,6 +315,19 @@ class RemoteTable(Table):
         )
         stand_in.flags.writeable = False
         return stand_in
+
+
+#: Integers of larger magnitude lose digits as float64 (two IDs would read as one).
+_EXACT_IN_FLOATS = 2**53
+
+
+def _beyond_floats(column):
+    """Whether an integer column (pandas or narwhals) holds a value float64 would round:
+    read through floats (as a column with a missing value is), two would read as one."""
+    try:
+        return bool(column.abs().max() > _EXACT_IN_FLOATS)
+    except TypeError:  # no value but missing ones: the maximum is NA (or None)
+        return False
 
 
 def missing_mask(values):

@@ -30,6 +30,24 @@ def test_numeric_categories_use_a_binary_search_with_the_same_codes():
     assert as_objects.tolist() == [3, 4, 0, 1, 4, 4]
 
 
+@pytest.mark.parametrize("int_dtype", [np.int64, np.uint64])
+def test_integers_and_floats_match_exactly_as_a_dict_matches_them(int_dtype):
+    # NumPy's == would round 2**53 + 1 to 2.0**53; a dict (the few rows' lookup) does not
+    big = 2**53
+    floats = learn_categories(np.array([5.0, float(big), 1e300]))
+    largest = int(np.iinfo(int_dtype).max)
+    ints = np.array([big + 1, big, 5, largest], int_dtype)
+    expected = [category_lookup(floats).get(v, 4) for v in ints.tolist()]
+    assert expected == [4, 2, 1, 4]
+    assert encode_categories(ints, floats).tolist() == expected
+    # and the other way round: integer categories, float values
+    categories = learn_categories(np.array([5, big + 1, big + 3], int_dtype))
+    values = np.array([float(big), float(big + 4), 5.0, 2.0**64, -1.0, 5.5])
+    expected = [category_lookup(categories).get(v, 4) for v in values.tolist()]
+    assert expected == [4, 4, 1, 4, 4, 4]
+    assert encode_categories(values, categories).tolist() == expected
+
+
 def test_strings_against_numeric_categories_are_unknown():
     categories = learn_categories(np.array([1, 2]))
     assert encode_categories(np.array(["1", "x"]), categories).tolist() == [3, 3]
