@@ -288,11 +288,13 @@ def warn_non_finite_outputs(network, X, P, what, stop=None, output=None):
         owner = getattr(output, "__self__", None)
         name = getattr(owner, "out_activation", "the output activation")
         where = f"the output activation {name!r} of {type(owner).__name__}"
+    dtype = np.dtype(network.dtype)
+    advice = "scale X" + (", or use dtype='float64'" if dtype.itemsize < 8 else "")
     warnings.warn(
         f"{what} of {n_bad} of {P.shape[0]} rows are not finite (NaN or infinity): "
         f"{where} made the first non-finite values, for row {row} of X, whose values are "
-        f"finite. The model computes in {np.dtype(network.dtype).name}: values that grow "
-        "beyond its range become infinite; scale X, or use dtype='float64'.",
+        f"finite. The model computes in {dtype.name}: values that grow beyond its range "
+        f"become infinite; {advice}.",
         RuntimeWarning,
         stacklevel=3,
     )

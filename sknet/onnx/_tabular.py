@@ -210,9 +210,19 @@ def column_kind(categories, label="one column"):
     when they are neither all strings nor all numbers (bytes, decimals, a mix).
     """
     values = categories.tolist()
+    if not values:  # no category learned (every value rare, or missing): by the dtype
+        return "number" if categories.dtype.kind in "biuf" else "string"
     if all(isinstance(v, str) for v in values):
         return "string"
     if all(isinstance(v, (bool, int, float, np.bool_, np.number)) for v in values):
+        as_floats = np.asarray(values, dtype=np.float64)
+        if np.unique(as_floats).size < len(values):  # integers beyond 2**53
+            merged = [v for v, f in zip(values, as_floats) if np.sum(as_floats == f) > 1]
+            raise ValueError(
+                f"ONNX export takes numeric categories as float64 inputs, where {label}'s "
+                f"categories {merged[:4]!r} would read as one (integers beyond 2**53): "
+                "make the column text (astype(str)) before fitting to export it"
+            )
         return "number"
     types = sorted({type(v).__name__ for v in values})
     found = f"several types ({', '.join(types)})" if len(types) > 1 else f"type {types[0]}"
