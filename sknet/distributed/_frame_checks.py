@@ -172,6 +172,16 @@ def check_partition(spec, index, part):
         )
     for column, expected, dtype in zip(columns, spec.dtypes, part.dtypes):
         if not _same_dtype(expected, dtype):
+            if all(getattr(d, "name", None) == "category" for d in (expected, dtype)):
+                raise other_categories(
+                    column,
+                    where,
+                    len(dtype.categories),
+                    shown_categories(dtype.categories),
+                    "X.dtypes",
+                    len(expected.categories),
+                    shown_categories(expected.categories),
+                )
             raise ValueError(
                 f"Column {column!r} has dtype {dtype} in {where} of X, but X.dtypes says "
                 f"{expected}: the partitions (files) disagree. Cast it to one dtype for all, "
@@ -212,14 +222,27 @@ def same_categories(results):
     for index, result in enumerate(results[1:], start=1):
         for column, token in result["categories"].items():
             if first.get(column, token)[:3] != token[:3]:  # count, order, hash of the set
-                raise ValueError(
-                    f"Column {column!r} is categorical with other categories in partition "
-                    f"{index} ({token[0]} categories: {token[3]}) than in partition 0 "
-                    f"({first[column][0]}: {first[column][3]}): the partitions (files) "
-                    "disagree on its categories. Give it one set "
-                    f"(X = X.categorize(columns=[{column!r}])) or make it strings "
-                    f"(X[{column!r}] = X[{column!r}].astype(str))."
+                count, _, _, shown = first[column]
+                raise other_categories(
+                    column, f"partition {index}", token[0], token[3], "partition 0", count, shown
                 )
+
+
+def shown_categories(categories):
+    """A column's categories as an error shows them: the first four."""
+    categories = list(categories)
+    return ", ".join(map(repr, categories[:4])) + (", ..." if len(categories) > 4 else "")
+
+
+def other_categories(column, where, count, shown, reference, reference_count, reference_shown):
+    """The error of a categorical column whose categories differ between partitions."""
+    return ValueError(
+        f"Column {column!r} is categorical with other categories in {where} ({count} "
+        f"categories: {shown}) than in {reference} ({reference_count}: {reference_shown}): "
+        "the partitions (files) disagree on its categories. Give it one set "
+        f"(X = X.categorize(columns=[{column!r}])) or make it strings "
+        f"(X[{column!r}] = X[{column!r}].astype(str))."
+    )
 
 
 def missing_columns(names, where):
@@ -242,10 +265,25 @@ def frame_error(exc, index, n_partitions):
         return ValueError(message)
 
 
+#: pandas' error putting an array of another length in a frame (a Dask array's block in X)
+_LENGTHS = r"Length of values \((\d+)\) does not match length of index \((\d+)\)"
+
+
 def read_error(exc, index, columns, n_partitions):
     """The error of partition ``index``'s task: named, and a missing column said so."""
     if isinstance(exc, KeyError):
         names = [c for c in columns if re.search(rf"['\"]{re.escape(str(c))}['\"]", str(exc))]
         if names:
             return missing_columns(names, f"partition {index} (of {n_partitions})")
+    lengths = re.search(
+        r"Length of values \((\d+)\) does not match length of index \((\d+)\)", str(exc)
+    )
+    if isinstance(exc, ValueError) and lengths:  # pandas', putting an array's block in X
+        return ValueError(
+            f"In partition {index} (of {n_partitions}): a block of y or of sample_weight (a "
+            f"Dask array) holds {lengths[1]} rows where X's partition holds {lengths[2]}: "
+            "each block must hold its partition's rows. Take them from X's frame (y = "
+            "ddf['target']), or rechunk the array to X's partition lengths "
+            "(y.rechunk((tuple(X.map_partitions(len).compute()),)))."
+        )
     return frame_error(exc, index, n_partitions)

@@ -15,6 +15,7 @@ from sklearn.model_selection import train_test_split
 
 from sknet.distributed._frame_checks import is_dask_collection, is_dask_frame
 from sknet.distributed._tables import frame_inputs
+from sknet.estimators._tabular import TabularMixin
 
 
 class _Inputs:
@@ -46,6 +47,12 @@ class _Inputs:
         y, sample_weight = (_gather(a, da) for a in (y, sample_weight))
         if not isinstance(X, da.Array):
             return cls(X, y, sample_weight, fit_params)
+        if isinstance(estimator, TabularMixin):  # (its blocks would train unencoded)
+            raise TypeError(
+                f"{type(estimator).__name__} learns its column plan from a Dask DataFrame "
+                "where the rows live; got a Dask array. Pass dd.from_dask_array(X, "
+                "columns=[...]) or the DataFrame the array came from."
+            )
         if X.ndim != 2:
             raise ValueError(f"A Dask array X must be 2-D, got {X.ndim} dimension(s)")
         if any(math.isnan(c) for c in X.chunks[0]):

@@ -38,6 +38,7 @@ from sknet.distributed._frame_checks import (
     is_dask_frame,
     read_error,
     same_categories,
+    shown_categories,
     with_targets,
 )
 from sknet.estimators._tabular import TabularMixin
@@ -327,11 +328,12 @@ def _category_tokens(part):
     tokens = {}
     for column, dtype in part.dtypes.items():
         if isinstance(dtype, pd.CategoricalDtype):
-            hashed = pd.util.hash_array(np.asarray(dtype.categories, dtype=object))
-            shown = ", ".join(map(repr, list(dtype.categories[:4]))) + (
-                ", ..." if len(dtype.categories) > 4 else ""
-            )
-            tokens[column] = (len(dtype.categories), bool(dtype.ordered), hashed.sum(), shown)
+            categories = dtype.categories
+            # (hash_array hashes a number by its text: the kind tells 1 from '1')
+            hashed = pd.util.hash_array(np.asarray(categories, dtype=object)).sum()
+            kind = categories.dtype.kind
+            shown = shown_categories(categories)
+            tokens[column] = (len(categories), bool(dtype.ordered), (hashed, kind), shown)
     return tokens
 
 
@@ -345,8 +347,12 @@ def _take_rows(results, key):
     first = np.asarray(results[0][key])
     n_val = sum(0 if r["validation"] is None else len(r["validation"]) for r in results)
     shape = first.shape[1:]
-    train = np.empty((sum(r["n_rows"] for r in results) - n_val, *shape), first.dtype)
-    val = np.empty((n_val, *shape), first.dtype)
+    try:  # the partitions' common dtype (integers in one, floats in another: floats)
+        dtype = np.result_type(*(np.asarray(r[key]).dtype for r in results))
+    except TypeError:  # (numbers in one, text in another: as objects, judged by the fit)
+        dtype = np.dtype(object)
+    train = np.empty((sum(r["n_rows"] for r in results) - n_val, *shape), dtype)
+    val = np.empty((n_val, *shape), dtype)
     a = b = 0
     for r in results:
         values, validation = np.asarray(r.pop(key)), r["validation"]
@@ -536,9 +542,15 @@ def _predict_block(block, estimator, method):
 
 def _output_meta(estimator, method, X):
     """The empty pandas object a partition's outputs are (from dask's made-up rows)."""
+    import pandas as pd
+
+    rows = X._meta_nonempty.copy()
+    for j in np.flatnonzero(np.asarray([getattr(d, "kind", "") == "O" for d in rows.dtypes])):
+        # dask makes up a bare object() there, which a plan refuses as a category: missing
+        rows.isetitem(int(j), pd.Series([None] * len(rows), index=rows.index, dtype=object))
     with warnings.catch_warnings():  # made-up values: what they give does not matter
         warnings.simplefilter("ignore")
-        outputs = _outputs(estimator, method, X._meta_nonempty)
+        outputs = _outputs(estimator, method, rows)
     return outputs.iloc[:0]
 
 

@@ -193,7 +193,8 @@ class CategorySummary:
     def merge_all(cls, summaries):
         """One summary of the rows of all ``summaries``, merged in their order."""
         summaries = list(summaries)
-        if all(s.categories.dtype.kind != "O" for s in summaries):
+        arrays = [s.categories for s in summaries]
+        if all(a.dtype.kind != "O" for a in arrays) and _promoted_exactly(arrays):
             categories, inverse = np.unique(
                 np.concatenate([s.categories for s in summaries]), return_inverse=True
             )
@@ -213,6 +214,17 @@ class CategorySummary:
     def frequent(self, min_frequency):
         """The categories a plan keeps: those seen ``min_frequency`` times or more."""
         return frequent_categories(self.categories, self.frequencies, min_frequency)
+
+
+def _promoted_exactly(arrays):
+    """Whether NumPy's common dtype of these categories keeps every one of them: not where
+    integers beyond 2**53 would become floats (two IDs one), which a dict merges exactly."""
+    if np.result_type(*arrays).kind != "f":
+        return True
+    return all(
+        a.dtype.kind not in "iu" or not a.size or max(abs(int(a.min())), int(a.max())) <= 2**53
+        for a in arrays
+    )
 
 
 class TableSummary:
