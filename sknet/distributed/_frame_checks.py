@@ -275,9 +275,7 @@ def read_error(exc, index, columns, n_partitions):
         names = [c for c in columns if re.search(rf"['\"]{re.escape(str(c))}['\"]", str(exc))]
         if names:
             return missing_columns(names, f"partition {index} (of {n_partitions})")
-    lengths = re.search(
-        r"Length of values \((\d+)\) does not match length of index \((\d+)\)", str(exc)
-    )
+    lengths = re.search(_LENGTHS, str(exc))
     if isinstance(exc, ValueError) and lengths:  # pandas', putting an array's block in X
         return ValueError(
             f"In partition {index} (of {n_partitions}): a block of y or of sample_weight (a "

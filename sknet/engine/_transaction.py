@@ -130,9 +130,9 @@ class FitTransaction:
             # the failed fit's arrays, of the state lists it still has (it may have stopped
             # averaging the weights), and nothing it added (it may have started)
             self._freed = {n: optimizer.__dict__[n] for n in arrays if n in optimizer.__dict__}
-            for name in [n for n in vars(optimizer) if n not in {**arrays, **scalars}]:
-                if name not in NOT_STATE:
-                    del optimizer.__dict__[name]
+            kept = {*arrays, *scalars, *NOT_STATE}
+            for name in [n for n in vars(optimizer) if n not in kept]:
+                del optimizer.__dict__[name]
             optimizer.__dict__.update(scalars)  # its layout too: the next fit follows it
             for name, values in arrays.items():
                 setattr(optimizer, name, values)

@@ -47,7 +47,7 @@ from sknet.tabular._categorical import count_categories, frequent_categories, so
 from sknet.tabular._codes import code_categories
 from sknet.tabular._columns import categorical_mask
 from sknet.tabular._numeric import NumericScaler, column_bin_edges
-from sknet.tabular._table import as_table, check_columns
+from sknet.tabular._table import EXACT_IN_FLOATS, as_table, check_columns
 
 #: A compression leaves runs of values weighing less than ``W / RESOLUTION``.
 RESOLUTION = 2**14
@@ -195,9 +195,7 @@ class CategorySummary:
         summaries = list(summaries)
         arrays = [s.categories for s in summaries]
         if all(a.dtype.kind != "O" for a in arrays) and _promoted_exactly(arrays):
-            categories, inverse = np.unique(
-                np.concatenate([s.categories for s in summaries]), return_inverse=True
-            )
+            categories, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
             frequencies = np.bincount(
                 inverse.ravel(),
                 weights=np.concatenate([s.frequencies for s in summaries]),
@@ -222,7 +220,9 @@ def _promoted_exactly(arrays):
     if np.result_type(*arrays).kind != "f":
         return True
     return all(
-        a.dtype.kind not in "iu" or not a.size or max(abs(int(a.min())), int(a.max())) <= 2**53
+        a.dtype.kind not in "iu"
+        or not a.size
+        or max(-int(a.min()), int(a.max())) <= EXACT_IN_FLOATS
         for a in arrays
     )
 

@@ -318,14 +318,14 @@ class RemoteTable(Table):
 
 
 #: Integers of larger magnitude lose digits as float64 (two IDs would read as one).
-_EXACT_IN_FLOATS = 2**53
+EXACT_IN_FLOATS = 2**53
 
 
 def _beyond_floats(column):
     """Whether an integer column (pandas or narwhals) holds a value float64 would round:
     read through floats (as a column with a missing value is), two would read as one."""
     try:
-        return bool(column.abs().max() > _EXACT_IN_FLOATS)
+        return bool(column.abs().max() > EXACT_IN_FLOATS)
     except TypeError:  # no value but missing ones: the maximum is NA (or None)
         return False
 
