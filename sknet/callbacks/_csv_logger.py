@@ -49,7 +49,8 @@ class CSVLogger(Callback):
     ``train_loss``, ``valid_loss``, ``valid_score``, ``learning_rate``,
     ``duration`` and the keys callbacks add), then one line per epoch, written
     and flushed as the epoch ends, so a fit that fails or is interrupted keeps
-    the lines of the epochs it finished. A value the fit does not have (a
+    the lines of the epochs it finished (until a fit continues the model it
+    left, which writes those epochs again in their place). A value the fit does not have (a
     validation loss without a validation set, a learning rate with
     ``solver='lbfgs'``, a key a callback adds from a later epoch on) is an
     empty field. When a row brings a key the header lacks (a callback's, or
@@ -157,10 +158,18 @@ class CSVLogger(Callback):
             )
         if not (self.append or state.history):  # a continued fit adds to its file
             self._file.truncate(0)
-        header = self._rows()[:1]
-        self._columns = header[0] if header else []
+        rows = self._rows()
+        self._columns = rows[0] if rows else []
         if not self._columns and state.history:  # a new file: the history it continues first
             self._write(state.history)
+        elif state.history and "epoch" in self._columns:
+            # the lines of a continued fit that failed after the history's last epoch: that
+            # fit was undone, and this one writes those epochs again
+            epoch, kept = self._columns.index("epoch"), rows[1:]
+            while kept and _epoch(kept[-1], epoch) > len(state.history):
+                kept.pop()
+            if len(kept) < len(rows) - 1:
+                self._rewrite(self._columns, kept)
 
     def on_epoch_end(self, state, epoch, logs):
         self._write([logs])
@@ -192,13 +201,14 @@ class CSVLogger(Callback):
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
         self._file.flush()
 
-    def _rewrite(self, columns):
-        """The file written anew with the header ``columns``, its rows kept (empty new fields).
+    def _rewrite(self, columns, rows=None):
+        """The file written anew with the header ``columns``, its rows (or ``rows``) kept,
+        new fields empty.
 
         Written to a temporary file in the same directory, locked before anyone
         can see it, then renamed over the file: the file parses at every moment.
         """
-        rows = self._rows()[1:]
+        rows = self._rows()[1:] if rows is None else rows
         directory, name = os.path.split(os.path.abspath(self.path_))
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
         new = os.fdopen(fd, "a+", newline="", encoding="utf-8")
@@ -219,6 +229,12 @@ class CSVLogger(Callback):
             raise
         self._file.close()  # its lock held until the new file, locked, took its place
         self._file, self._columns = new, columns
+
+
+def _epoch(row, column):
+    """A line's epoch number (0 where the field is not one)."""
+    field = row[column] if column < len(row) else ""
+    return int(field) if field.strip().isdigit() else 0
 
 
 def _lock(file):

@@ -117,7 +117,7 @@ class Checkpoint(Callback):
     Parameters
     ----------
     path : str or path-like
-        Where to save (with :func:`joblib.dump`).
+        Where to save (with :func:`joblib.dump`); its directory is created.
     monitor : str or None, default='valid_loss'
         Save only when this history value improves; ``None`` saves after every
         epoch (the last model).
@@ -166,6 +166,14 @@ class Checkpoint(Callback):
         if self.monitor is not None:
             state.check_monitor(self.monitor, "Checkpoint")
             self._mode = _resolve_mode(self.mode, self.monitor)
+        directory = os.path.dirname(os.path.abspath(os.fspath(self.path)))
+        try:  # before the first epoch, as the loggers make theirs
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:  # a file there, no permission: say which
+            raise ValueError(
+                f"Checkpoint: path={os.fspath(self.path)!r} cannot be written: its directory "
+                f"{directory!r} cannot be made ({exc.strerror or exc})"
+            ) from exc
         self._best = None
         self.saved_epochs_ = []
 

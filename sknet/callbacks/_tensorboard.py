@@ -101,6 +101,13 @@ class TensorBoardLogger(Callback):
                 f"TensorBoardLogger: path={self.path_!r} cannot be a directory of event "
                 f"files: {exc.strerror or exc}; give a directory this process may write"
             ) from exc
+        if state.history:  # a continued fit: TensorBoard drops the steps from here on that
+            # a continued fit which failed wrote (undone, this fit writes them again)
+            start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+            step = len(state.history) + 1
+            self._writer.add_event(
+                event_pb2.Event(wall_time=time.time(), step=step, session_log=start)
+            )
 
     def on_epoch_end(self, state, epoch, logs):
         event_pb2, summary_pb2 = self._protos
