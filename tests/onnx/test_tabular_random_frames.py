@@ -24,22 +24,12 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sknet import TabularClassifier, TabularRegressor
 from sknet.onnx import to_onnx
 from tests.onnx.helpers import FILTERS, rt  # skips the module without onnxruntime
-from tests.tabular.test_small_predict_paths import random_frame
+from tests.tabular.test_small_predict_paths import TINY, random_frame
 
 onnx = pytest.importorskip("onnx")
 pd = pytest.importorskip("pandas")
 pytestmark = pytest.mark.filterwarnings(*FILTERS)
 
-#: A small network, so that each fit takes a fraction of a second.
-TINY = dict(
-    hidden_layer_sizes=(8,),
-    n_members=2,
-    d_embedding=4,
-    n_bins=8,
-    max_iter=2,
-    random_state=0,
-    device="cpu",
-)
 SCALINGS = ["quantile", "robust", "standard", None]
 EMBEDDINGS = ["piecewise_linear", "periodic", None]
 #: random_frame's columns, less 'mixed' (categories of several types: refused)
